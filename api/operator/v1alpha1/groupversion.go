@@ -1,0 +1,41 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+const (
+	// GroupName is the API group of the Operator resource.
+	GroupName = "dcontroller.io"
+	// Version is the API version of the Operator resource.
+	Version = "v1alpha1"
+	// ViewGroupSuffix is appended to an operator's name to form the API group
+	// of its views: <operator>.view.dcontroller.io.
+	ViewGroupSuffix = "view.dcontroller.io"
+)
+
+// GroupVersion is the group and version of the Operator API.
+var GroupVersion = schema.GroupVersion{Group: GroupName, Version: Version}
+
+// SchemeBuilder registers the Operator types with a runtime.Scheme.
+var (
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	AddToScheme   = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(scheme *runtime.Scheme) error {
+	scheme.AddKnownTypes(GroupVersion, &Operator{}, &OperatorList{})
+	metav1.AddToGroupVersion(scheme, GroupVersion)
+	return nil
+}
+
+// ViewGroup returns the API group that holds the views of the named
+// operator: "<operator>.view.dcontroller.io".
+func ViewGroup(operator string) string { return operator + "." + ViewGroupSuffix }
+
+// ViewGroupVersion returns the group/version of the named operator's views.
+func ViewGroupVersion(operator string) schema.GroupVersion {
+	return schema.GroupVersion{Group: ViewGroup(operator), Version: Version}
+}

@@ -1,0 +1,154 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Operator is a set of declarative controllers that run together.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=dop
+// +kubebuilder:subresource:status
+type Operator struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   OperatorSpec   `json:"spec"`
+	Status OperatorStatus `json:"status,omitempty"`
+}
+
+// OperatorList is a list of Operators.
+//
+// +kubebuilder:object:root=true
+type OperatorList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Operator `json:"items"`
+}
+
+// OperatorSpec lists the controllers of an operator.
+type OperatorSpec struct {
+	// Controllers are run independently; they may chain through views.
+	// +kubebuilder:validation:MinItems=1
+	Controllers []Controller `json:"controllers"`
+}
+
+// Controller watches its sources, runs the pipeline over them and writes the
+// result into the target.
+type Controller struct {
+	// Name identifies the controller inside its operator.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Sources are the resources the controller watches. When there is more
+	// than one, the pipeline must start with a @join.
+	// +kubebuilder:validation:MinItems=1
+	Sources []Source `json:"sources"`
+	// Pipeline is one stage or a list of stages (@join, @select, @project,
+	// @unwind, @gather, @groupBy, @distinct).
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Pipeline apiextensionsv1.JSON `json:"pipeline"`
+	// Target is the resource the pipeline output is written to.
+	Target Target `json:"target"`
+}
+
+// Resource names a kind. A resource without an apiGroup is a view of the
+// operator that holds it; apiGroup "" is the Kubernetes core group.
+type Resource struct {
+	// APIGroup is the group of the resource; omit it for a view, use "" for
+	// the core group.
+	// +optional
+	APIGroup *string `json:"apiGroup,omitempty"`
+	// Version is the version of the resource; when omitted it is discovered
+	// through the RESTMapper (views are always v1alpha1).
+	// +optional
+	Version *string `json:"version,omitempty"`
+	// Kind is the kind of the resource, e.g. Pod.
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+}
+
+// SourceType says how a source produces its input.
+// +kubebuilder:validation:Enum=Watcher;OneShot;Periodic
+type SourceType string
+
+const (
+	// Watcher sources stream every change of the watched objects (default).
+	Watcher SourceType = "Watcher"
+	// OneShot sources emit a single empty object when the controller starts.
+	OneShot SourceType = "OneShot"
+	// Periodic sources trigger a full recomputation of the target state every
+	// parameters.period (default 5m).
+	Periodic SourceType = "Periodic"
+)
+
+// Source is a resource a controller watches.
+type Source struct {
+	Resource `json:",inline"`
+	// Type is Watcher (default), OneShot or Periodic.
+	// +optional
+	Type SourceType `json:"type,omitempty"`
+	// Namespace restricts the source to one namespace.
+	// +optional
+	Namespace *string `json:"namespace,omitempty"`
+	// LabelSelector restricts the source to the objects it selects.
+	// +optional
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+	// Predicate filters the change events of a Watcher source.
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Predicate *apiextensionsv1.JSON `json:"predicate,omitempty"`
+	// Parameters configure the source type (Periodic: {"period": "5m"}).
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Parameters *apiextensionsv1.JSON `json:"parameters,omitempty"`
+}
+
+// TargetType says how the pipeline output is written.
+// +kubebuilder:validation:Enum=Updater;Patcher;Applier
+type TargetType string
+
+const (
+	// Updater creates or replaces the target object (default) and deletes it
+	// when the pipeline output disappears.
+	Updater TargetType = "Updater"
+	// Patcher applies the output as a JSON merge patch (RFC 7386) and, when
+	// the output disappears, removes the fields it had set.
+	Patcher TargetType = "Patcher"
+	// Applier writes the output with server-side apply.
+	Applier TargetType = "Applier"
+)
+
+// Target is the resource a controller writes.
+type Target struct {
+	Resource `json:",inline"`
+	// Type is Updater (default), Patcher or Applier.
+	// +optional
+	Type TargetType `json:"type,omitempty"`
+}
+
+// OperatorStatus is the observed state of an operator.
+type OperatorStatus struct {
+	// Controllers holds the status of each controller, by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Controllers []ControllerStatus `json:"controllers,omitempty"`
+}
+
+// ControllerStatus is the observed state of one controller.
+type ControllerStatus struct {
+	// Name is the controller's name.
+	Name string `json:"name"`
+	// Conditions follow the Kubernetes API conventions; type Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastErrors holds the most recent errors, newest last.
+	// +optional
+	LastErrors []string `json:"lastErrors,omitempty"`
+}

@@ -1,0 +1,258 @@
+package object
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Key identifies an object of a given kind: namespace and name (namespace is
+// empty for cluster-scoped objects).
+type Key struct {
+	Namespace string
+	Name      string
+}
+
+// String returns "namespace/name", or "name" when the namespace is empty.
+func (k Key) String() string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
+// KeyOf returns the key of a document from metadata.namespace and
+// metadata.name. It fails when metadata.name is missing, empty or not a string.
+func KeyOf(doc map[string]any) (Key, error) {
+	meta, _ := doc["metadata"].(map[string]any)
+	if meta == nil {
+		return Key{}, fmt.Errorf("object has no metadata")
+	}
+	name, ok := meta["name"].(string)
+	if !ok || name == "" {
+		return Key{}, fmt.Errorf("object has no metadata.name")
+	}
+	ns, _ := meta["namespace"].(string)
+	return Key{Namespace: ns, Name: name}, nil
+}
+
+// GVKOf returns the group/version/kind of a document from apiVersion and kind.
+func GVKOf(doc map[string]any) schema.GroupVersionKind {
+	av, _ := doc["apiVersion"].(string)
+	k, _ := doc["kind"].(string)
+	return schema.FromAPIVersionAndKind(av, k)
+}
+
+// DeepCopy returns a deep copy of a JSON-model value (maps, lists, scalars).
+func DeepCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = DeepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = DeepCopy(e)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+// DeepCopyMap is DeepCopy for a map.
+func DeepCopyMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	return DeepCopy(m).(map[string]any)
+}
+
+// Normalize converts a value decoded by encoding/json (float64 numbers) or
+// YAML into the Kubernetes unstructured model: integral numbers become int64,
+// others float64; maps and lists are converted recursively. It returns an
+// error for values JSON cannot hold.
+func Normalize(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	if err := unmarshalModel(b, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// FromJSON decodes JSON bytes into the unstructured model (int64 for integers).
+func FromJSON(b []byte) (map[string]any, error) {
+	var out any
+	if err := unmarshalModel(b, &out); err != nil {
+		return nil, err
+	}
+	m, ok := out.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("expected a JSON object, got %T", out)
+	}
+	return m, nil
+}
+
+func unmarshalModel(b []byte, out *any) error {
+	var raw any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	*out = fromNumbers(raw)
+	return nil
+}
+
+func fromNumbers(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = fromNumbers(e)
+		}
+		return t
+	case []any:
+		for i, e := range t {
+			t[i] = fromNumbers(e)
+		}
+		return t
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		f, _ := t.Float64()
+		return f
+	default:
+		return v
+	}
+}
+
+// MergePatch applies a JSON merge patch (RFC 7386) to doc and returns the
+// result in the unstructured model; doc is not modified.
+func MergePatch(doc, patch map[string]any) (map[string]any, error) {
+	db, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := json.Marshal(patch)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := jsonpatch.MergePatch(db, pb)
+	if err != nil {
+		return nil, err
+	}
+	return FromJSON(rb)
+}
+
+// LeafPaths returns the paths of the leaves a merge patch sets (a leaf is any
+// value that is not a non-empty map), sorted. Each path is a list of keys.
+func LeafPaths(patch map[string]any) [][]string {
+	var out [][]string
+	var walk func(prefix []string, m map[string]any)
+	walk = func(prefix []string, m map[string]any) {
+		for k, v := range m {
+			p := append(append([]string(nil), prefix...), k)
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				walk(p, sub)
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	walk(nil, patch)
+	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i]) < fmt.Sprint(out[j]) })
+	return out
+}
+
+// RemovalPatch returns the merge patch that removes what prev set and next no
+// longer sets: every leaf path of prev absent from next is set to null.
+// next's own fields are included, so applying the result moves an object
+// patched with prev to the state patched with next. metadata.name and
+// metadata.namespace are never nulled. next may be nil (remove everything).
+func RemovalPatch(prev, next map[string]any) map[string]any {
+	out := DeepCopyMap(next)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for _, p := range LeafPaths(prev) {
+		if len(p) == 2 && p[0] == "metadata" && (p[1] == "name" || p[1] == "namespace") {
+			if next == nil {
+				setPath(out, p, prev["metadata"].(map[string]any)[p[1]])
+			}
+			continue
+		}
+		if hasPath(next, p) {
+			continue
+		}
+		setPath(out, p, nil)
+	}
+	return out
+}
+
+func hasPath(m map[string]any, p []string) bool {
+	cur := any(m)
+	for _, k := range p {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		v, ok := mm[k]
+		if !ok {
+			return false
+		}
+		cur = v
+	}
+	return true
+}
+
+func setPath(m map[string]any, p []string, v any) {
+	cur := m
+	for _, k := range p[:len(p)-1] {
+		next, ok := cur[k].(map[string]any)
+		if !ok {
+			if cur[k] != nil {
+				// next sets a scalar where prev had a map: next wins.
+				return
+			}
+			next = map[string]any{}
+			cur[k] = next
+		}
+		cur = next
+	}
+	if _, exists := cur[p[len(p)-1]]; exists && v == nil {
+		return
+	}
+	cur[p[len(p)-1]] = v
+}
+
+// Equal reports whether two JSON-model values are deeply equal.
+func Equal(a, b any) bool { return reflect.DeepEqual(a, b) }
+
+// ServerFields are the metadata fields owned by the API server; they are
+// ignored when comparing desired and existing state and dropped from
+// pipeline output before a write.
+var ServerFields = []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
+
+// StripServerFields returns a copy of doc without ServerFields in metadata.
+func StripServerFields(doc map[string]any) map[string]any {
+	out := DeepCopyMap(doc)
+	if meta, ok := out["metadata"].(map[string]any); ok {
+		for _, f := range ServerFields {
+			delete(meta, f)
+		}
+	}
+	return out
+}

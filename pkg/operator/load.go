@@ -1,0 +1,128 @@
+package operator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/object"
+)
+
+// DecodeOperators reads a YAML or JSON stream of Operator objects
+// (apiVersion dcontroller.io/v1alpha1, kind Operator). Unknown fields are an
+// error, so a misspelt field is reported instead of ignored. Errors name the
+// document number (1-based) and the operator.
+func DecodeOperators(r io.Reader) ([]*opv1a1.Operator, error) {
+	docs, err := splitDocuments(r)
+	if err != nil {
+		return nil, err
+	}
+	var out []*opv1a1.Operator
+	for i, raw := range docs {
+		var tm struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := json.Unmarshal(raw, &tm); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if tm.APIVersion != opv1a1.GroupVersion.String() || tm.Kind != "Operator" {
+			return nil, fmt.Errorf("document %d: expected apiVersion %s and kind Operator, got apiVersion %q kind %q",
+				i+1, opv1a1.GroupVersion, tm.APIVersion, tm.Kind)
+		}
+		op := &opv1a1.Operator{}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(op); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if op.Name == "" {
+			return nil, fmt.Errorf("document %d: metadata.name: must not be empty", i+1)
+		}
+		out = append(out, op)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no Operator found")
+	}
+	return out, nil
+}
+
+// DecodeObjects reads a YAML or JSON stream of Kubernetes objects into the
+// unstructured model. Items of a `List` are returned in order. Every object
+// needs apiVersion, kind and metadata.name.
+func DecodeObjects(r io.Reader) ([]*unstructured.Unstructured, error) {
+	docs, err := splitDocuments(r)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for i, raw := range docs {
+		m, err := object.FromJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if m["kind"] == "List" || m["kind"] == "v1.List" {
+			items, _ := m["items"].([]any)
+			for j, it := range items {
+				im, ok := it.(map[string]any)
+				if !ok {
+					return nil, fmt.Errorf("document %d: items[%d]: not an object", i+1, j)
+				}
+				obj, err := checkObject(im)
+				if err != nil {
+					return nil, fmt.Errorf("document %d: items[%d]: %w", i+1, j, err)
+				}
+				out = append(out, obj)
+			}
+			continue
+		}
+		obj, err := checkObject(m)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+func checkObject(m map[string]any) (*unstructured.Unstructured, error) {
+	obj := &unstructured.Unstructured{Object: m}
+	if obj.GetAPIVersion() == "" {
+		return nil, errors.New("apiVersion: must not be empty")
+	}
+	if obj.GetKind() == "" {
+		return nil, errors.New("kind: must not be empty")
+	}
+	if obj.GetName() == "" {
+		return nil, errors.New("metadata.name: must not be empty")
+	}
+	return obj, nil
+}
+
+// splitDocuments splits a YAML (multi-document) or JSON stream into JSON
+// documents, skipping empty ones.
+func splitDocuments(r io.Reader) ([][]byte, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	var out [][]byte
+	for n := 1; ; n++ {
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", n, err)
+		}
+		trimmed := bytes.TrimSpace(raw)
+		if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+			continue
+		}
+		out = append(out, trimmed)
+	}
+}

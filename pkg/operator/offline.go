@@ -1,0 +1,231 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/controller"
+	"github.com/dcontroller/dcontroller/pkg/dbsp"
+	"github.com/dcontroller/dcontroller/pkg/object"
+	"github.com/dcontroller/dcontroller/pkg/view"
+)
+
+// DefaultMaxEvents bounds the events processed for one input before Offline
+// gives up on reaching a fixed point.
+const DefaultMaxEvents = 100000
+
+// OfflineOptions configure an Offline run.
+type OfflineOptions struct {
+	// Trace, when set, receives each pipeline stage's output delta.
+	Trace func(operator, controller, stage string, delta *dbsp.ZSet)
+	// Versions maps "group/Kind" to the version used for sources and targets
+	// that omit it (the offline stand-in for API discovery); see KnownVersions.
+	Versions map[string]string
+	// MaxEvents bounds the events processed per input (DefaultMaxEvents if 0).
+	MaxEvents int
+	// Logger receives structured logs.
+	Logger logr.Logger
+}
+
+// KnownVersions are the preferred versions of common Kubernetes kinds' groups,
+// used offline when a source or target omits its version.
+var KnownVersions = map[string]string{
+	"":                          "v1",
+	"apps":                      "v1",
+	"batch":                     "v1",
+	"networking.k8s.io":         "v1",
+	"discovery.k8s.io":          "v1",
+	"rbac.authorization.k8s.io": "v1",
+	"coordination.k8s.io":       "v1",
+	"policy":                    "v1",
+	"autoscaling":               "v2",
+	"storage.k8s.io":            "v1",
+	"gateway.networking.k8s.io": "v1",
+	"apiextensions.k8s.io":      "v1",
+	"dcontroller.io":            "v1alpha1",
+}
+
+// Offline runs operators against an in-memory store.
+type Offline struct {
+	Store       *view.Store
+	opts        OfflineOptions
+	controllers []*namedController
+	queue       []view.Event
+}
+
+type namedController struct {
+	operator string
+	*controller.Controller
+}
+
+// NewOffline compiles every controller of every operator. The error names the
+// operator and the spec path of the first problem found in each operator.
+func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
+	if opts.MaxEvents == 0 {
+		opts.MaxEvents = DefaultMaxEvents
+	}
+	o := &Offline{Store: view.NewStore(), opts: opts}
+	var errs []error
+	names := map[string]bool{}
+	for _, op := range ops {
+		if names[op.Name] {
+			errs = append(errs, fmt.Errorf("operator %q: defined twice", op.Name))
+			continue
+		}
+		names[op.Name] = true
+		ctrlNames := map[string]bool{}
+		for i, spec := range op.Spec.Controllers {
+			if ctrlNames[spec.Name] {
+				errs = append(errs, fmt.Errorf("operator %q: spec.controllers[%d].name: duplicate controller name %q", op.Name, i, spec.Name))
+				continue
+			}
+			ctrlNames[spec.Name] = true
+			opName := op.Name
+			copts := controller.Options{
+				Operator:       op.Name,
+				Index:          i,
+				Client:         controller.StoreClient{Store: o.Store},
+				ResolveVersion: o.resolveVersion,
+				Logger:         opts.Logger,
+			}
+			if opts.Trace != nil {
+				copts.Trace = func(ctrl, stage string, d *dbsp.ZSet) { opts.Trace(opName, ctrl, stage, d) }
+			}
+			c, err := controller.New(spec, copts)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("operator %q: %w", op.Name, err))
+				continue
+			}
+			o.controllers = append(o.controllers, &namedController{operator: op.Name, Controller: c})
+		}
+		if len(op.Spec.Controllers) == 0 {
+			errs = append(errs, fmt.Errorf("operator %q: spec.controllers: at least one controller is required", op.Name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	o.Store.Subscribe(func(ev view.Event) { o.queue = append(o.queue, ev) })
+	return o, nil
+}
+
+func (o *Offline) resolveVersion(group, kind string) (string, error) {
+	if v, ok := o.opts.Versions[group+"/"+kind]; ok {
+		return v, nil
+	}
+	if v, ok := KnownVersions[group]; ok {
+		return v, nil
+	}
+	return "", fmt.Errorf("version: cannot discover the version of kind %q in group %q offline; set version", kind, group)
+}
+
+// Start starts the controllers (OneShot sources fire) and runs to a fixed point.
+func (o *Offline) Start(ctx context.Context) error {
+	var errs []error
+	for _, c := range o.controllers {
+		if err := c.Start(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("operator %q: controller %q: %w", c.operator, c.Name(), err))
+		}
+	}
+	errs = append(errs, o.run(ctx))
+	return errors.Join(errs...)
+}
+
+// Apply creates obj in the store, or updates it when it exists, then runs
+// every controller until nothing changes. Controller errors are returned
+// (joined) but do not stop the run.
+func (o *Offline) Apply(ctx context.Context, obj *unstructured.Unstructured) error {
+	key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	in := obj.DeepCopy()
+	in.SetResourceVersion("")
+	if _, err := o.Store.Get(in.GroupVersionKind(), key); err == nil {
+		if _, err := o.Store.Update(in); err != nil {
+			return err
+		}
+	} else if apierrors.IsNotFound(err) {
+		if _, err := o.Store.Create(in); err != nil {
+			return err
+		}
+	} else {
+		return err
+	}
+	return o.run(ctx)
+}
+
+// Delete removes an object from the store and runs to a fixed point.
+func (o *Offline) Delete(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) error {
+	if err := o.Store.Delete(gvk, key); err != nil {
+		return err
+	}
+	return o.run(ctx)
+}
+
+func (o *Offline) run(ctx context.Context) error {
+	var errs []error
+	for n := 0; len(o.queue) > 0; n++ {
+		if n >= o.opts.MaxEvents {
+			o.queue = nil
+			errs = append(errs, fmt.Errorf("no fixed point after %d events: the controllers keep changing each other's output", o.opts.MaxEvents))
+			break
+		}
+		ev := o.queue[0]
+		o.queue = o.queue[1:]
+		var old, new *unstructured.Unstructured
+		switch ev.Type {
+		case view.Added:
+			new = ev.Object
+		case view.Modified:
+			old, new = ev.Old, ev.Object
+		case view.Deleted:
+			old = ev.Old
+		}
+		for _, c := range o.controllers {
+			if err := c.Handle(ctx, old, new); err != nil {
+				errs = append(errs, fmt.Errorf("operator %q: controller %q: %w", c.operator, c.Name(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// TargetKinds returns the distinct target kinds of all controllers, sorted
+// by apiVersion then kind.
+func (o *Offline) TargetKinds() []schema.GroupVersionKind {
+	seen := map[schema.GroupVersionKind]bool{}
+	var out []schema.GroupVersionKind
+	for _, c := range o.controllers {
+		g := c.Target().GVK
+		if !seen[g] {
+			seen[g] = true
+			out = append(out, g)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ai, aj := out[i].GroupVersion().String(), out[j].GroupVersion().String()
+		if ai != aj {
+			return ai < aj
+		}
+		return out[i].Kind < out[j].Kind
+	})
+	return out
+}
+
+// Result returns every object of every target kind, sorted by apiVersion,
+// kind, namespace and name, without server-owned metadata.
+func (o *Offline) Result() []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, gvk := range o.TargetKinds() {
+		for _, obj := range o.Store.List(gvk) {
+			out = append(out, &unstructured.Unstructured{Object: object.StripServerFields(obj.Object)})
+		}
+	}
+	return out
+}

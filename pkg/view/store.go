@@ -1,0 +1,235 @@
+package view
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/dcontroller/dcontroller/pkg/object"
+)
+
+// EventType is the type of a change notification, as in Kubernetes watch events.
+type EventType string
+
+const (
+	Added    EventType = "ADDED"
+	Modified EventType = "MODIFIED"
+	Deleted  EventType = "DELETED"
+)
+
+// Event is a change notification. Object is the new state (the last state for
+// Deleted); Old is the previous state for Modified and Deleted.
+type Event struct {
+	Type   EventType
+	Object *unstructured.Unstructured
+	Old    *unstructured.Unstructured
+}
+
+// Handler receives change notifications. It is called synchronously, after
+// the change is committed and outside the store's lock.
+type Handler func(Event)
+
+// Store is an in-memory object store. It is safe for concurrent use.
+type Store struct {
+	mu       sync.RWMutex
+	rv       int64
+	objects  map[schema.GroupVersionKind]map[object.Key]*unstructured.Unstructured
+	handlers map[int]Handler
+	nextID   int
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store {
+	return &Store{
+		objects:  map[schema.GroupVersionKind]map[object.Key]*unstructured.Unstructured{},
+		handlers: map[int]Handler{},
+	}
+}
+
+// Subscribe registers h for every change; the returned function unregisters it.
+func (s *Store) Subscribe(h Handler) (cancel func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextID
+	s.nextID++
+	s.handlers[id] = h
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.handlers, id)
+	}
+}
+
+func (s *Store) notify(ev Event) {
+	s.mu.RLock()
+	ids := make([]int, 0, len(s.handlers))
+	for id := range s.handlers {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	hs := make([]Handler, 0, len(ids))
+	for _, id := range ids {
+		hs = append(hs, s.handlers[id])
+	}
+	s.mu.RUnlock()
+	for _, h := range hs {
+		h(ev)
+	}
+}
+
+func gr(gvk schema.GroupVersionKind) schema.GroupResource {
+	return schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}
+}
+
+func keyOf(obj *unstructured.Unstructured) (schema.GroupVersionKind, object.Key, error) {
+	gvk := obj.GroupVersionKind()
+	if gvk.Kind == "" {
+		return gvk, object.Key{}, fmt.Errorf("object has no kind")
+	}
+	if obj.GetName() == "" {
+		return gvk, object.Key{}, fmt.Errorf("%s object has no metadata.name", gvk.Kind)
+	}
+	return gvk, object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, nil
+}
+
+// Get returns a deep copy of the object, or a NotFound API error.
+func (s *Store) Get(gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	obj, ok := s.objects[gvk][key]
+	if !ok {
+		return nil, apierrors.NewNotFound(gr(gvk), key.String())
+	}
+	return obj.DeepCopy(), nil
+}
+
+// List returns deep copies of all objects of a kind, sorted by namespace and name.
+func (s *Store) List(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*unstructured.Unstructured, 0, len(s.objects[gvk]))
+	for _, obj := range s.objects[gvk] {
+		out = append(out, obj.DeepCopy())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].GetNamespace() != out[j].GetNamespace() {
+			return out[i].GetNamespace() < out[j].GetNamespace()
+		}
+		return out[i].GetName() < out[j].GetName()
+	})
+	return out
+}
+
+// Kinds returns the kinds that hold at least one object, sorted.
+func (s *Store) Kinds() []schema.GroupVersionKind {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []schema.GroupVersionKind
+	for gvk, objs := range s.objects {
+		if len(objs) > 0 {
+			out = append(out, gvk)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// Create stores a new object; it fails with AlreadyExists if the key is taken.
+// It sets resourceVersion and generation (1).
+func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	gvk, key, err := keyOf(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	s.mu.Lock()
+	if _, ok := s.objects[gvk][key]; ok {
+		s.mu.Unlock()
+		return nil, apierrors.NewAlreadyExists(gr(gvk), key.String())
+	}
+	stored := obj.DeepCopy()
+	s.rv++
+	stored.SetResourceVersion(strconv.FormatInt(s.rv, 10))
+	stored.SetGeneration(1)
+	if s.objects[gvk] == nil {
+		s.objects[gvk] = map[object.Key]*unstructured.Unstructured{}
+	}
+	s.objects[gvk][key] = stored
+	out := stored.DeepCopy()
+	s.mu.Unlock()
+	s.notify(Event{Type: Added, Object: out.DeepCopy()})
+	return out, nil
+}
+
+// Update replaces an existing object. If obj carries a resourceVersion it must
+// match the stored one (Conflict otherwise). An update that changes nothing
+// but server-owned metadata is a no-op: no new resourceVersion, no event.
+// metadata.generation is bumped when anything outside metadata and status
+// changes.
+func (s *Store) Update(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	gvk, key, err := keyOf(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	s.mu.Lock()
+	old, ok := s.objects[gvk][key]
+	if !ok {
+		s.mu.Unlock()
+		return nil, apierrors.NewNotFound(gr(gvk), key.String())
+	}
+	if rv := obj.GetResourceVersion(); rv != "" && rv != old.GetResourceVersion() {
+		s.mu.Unlock()
+		return nil, apierrors.NewConflict(gr(gvk), key.String(),
+			fmt.Errorf("the object has been modified; resourceVersion %s is not the latest (%s)", rv, old.GetResourceVersion()))
+	}
+	if object.Equal(object.StripServerFields(old.Object), object.StripServerFields(obj.Object)) {
+		out := old.DeepCopy()
+		s.mu.Unlock()
+		return out, nil
+	}
+	stored := obj.DeepCopy()
+	s.rv++
+	stored.SetResourceVersion(strconv.FormatInt(s.rv, 10))
+	gen := old.GetGeneration()
+	if specChanged(old.Object, stored.Object) {
+		gen++
+	}
+	stored.SetGeneration(gen)
+	s.objects[gvk][key] = stored
+	out := stored.DeepCopy()
+	s.mu.Unlock()
+	s.notify(Event{Type: Modified, Object: out.DeepCopy(), Old: old.DeepCopy()})
+	return out, nil
+}
+
+func specChanged(a, b map[string]any) bool {
+	strip := func(m map[string]any) map[string]any {
+		out := make(map[string]any, len(m))
+		for k, v := range m {
+			if k != "metadata" && k != "status" {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	return !object.Equal(strip(a), strip(b))
+}
+
+// Delete removes an object; NotFound if it does not exist.
+func (s *Store) Delete(gvk schema.GroupVersionKind, key object.Key) error {
+	s.mu.Lock()
+	old, ok := s.objects[gvk][key]
+	if !ok {
+		s.mu.Unlock()
+		return apierrors.NewNotFound(gr(gvk), key.String())
+	}
+	delete(s.objects[gvk], key)
+	s.rv++
+	s.mu.Unlock()
+	s.notify(Event{Type: Deleted, Object: old.DeepCopy(), Old: old.DeepCopy()})
+	return nil
+}
