@@ -23,7 +23,7 @@ type Segment struct {
 // or `[0]`.
 func (s Segment) String() string {
 	if s.IsIndex {
-		return spec.Index(s.Index).String()
+		return "[" + spec.Index(s.Index).String() + "]"
 	}
 	return "[" + spec.Name(s.Name).String() + "]"
 }

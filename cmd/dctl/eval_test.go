@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestExamples runs every example under examples/ through `dctl eval` and
+// compares the result with the example's expected.yaml.
+func TestExamples(t *testing.T) {
+	dirs, err := filepath.Glob("../../examples/*/operator.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) < 3 {
+		t.Fatalf("expected at least 3 examples, found %d", len(dirs))
+	}
+	for _, op := range dirs {
+		dir := filepath.Dir(op)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := Execute([]string{"eval", "-f", op, "-i", filepath.Join(dir, "input.yaml")}, nil, &stdout, &stderr)
+			if code != 0 {
+				t.Fatalf("exit code %d, stderr:\n%s", code, stderr.String())
+			}
+			want, err := os.ReadFile(filepath.Join(dir, "expected.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := stdout.String(); got != string(want) {
+				t.Errorf("output differs from expected.yaml\n--- got\n%s\n--- want\n%s", got, want)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const annotator = "../../examples/pod-container-num-annotator/"
+
+func TestEvalJSONOutputIsList(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := Execute([]string{"eval", "-f", annotator + "operator.yaml", "-i", annotator + "input.yaml", "-o", "json"}, nil, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var list struct {
+		APIVersion string           `json:"apiVersion"`
+		Kind       string           `json:"kind"`
+		Items      []map[string]any `json:"items"`
+	}
+	if err := yaml.Unmarshal(stdout.Bytes(), &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.APIVersion != "v1" || list.Kind != "List" || len(list.Items) != 3 {
+		t.Fatalf("got apiVersion %q kind %q with %d items", list.APIVersion, list.Kind, len(list.Items))
+	}
+}
+
+func TestEvalTrace(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := Execute([]string{"eval", "--trace", "-f", annotator + "operator.yaml", "-i", annotator + "input.yaml"}, nil, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	trace := stderr.String()
+	for _, want := range []string{
+		`pod-container-num-annotator/pod-container-num-annotator spec.controllers[0].pipeline["@project"] +1`,
+		`"dcontroller.io/container-num":"3"`,
+		`-1 {"metadata":{"annotations":{"dcontroller.io/container-num":"3"}`,
+	} {
+		if !strings.Contains(trace, want) {
+			t.Errorf("trace lacks %q:\n%s", want, trace)
+		}
+	}
+}
+
+func TestEvalErrors(t *testing.T) {
+	badStage := writeFile(t, "op.yaml", `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: bad}
+spec:
+  controllers:
+    - name: c
+      sources: [{apiGroup: "", kind: Pod}]
+      pipeline:
+        - "@select": true
+        - "@frobnicate": {}
+      target: {kind: X}
+`)
+	badExpr := writeFile(t, "op.yaml", `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: bad}
+spec:
+  controllers:
+    - name: ok
+      sources: [{apiGroup: "", kind: Pod}]
+      pipeline: {"@select": true}
+      target: {kind: X}
+    - name: c
+      sources: [{apiGroup: "", kind: Pod}]
+      pipeline:
+        "@project":
+          metadata:
+            name: {"@nosuchop": 1}
+      target: {kind: X}
+`)
+	typo := writeFile(t, "op.yaml", `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: bad}
+spec:
+  controllers:
+    - name: c
+      sources: [{apiGroup: "", kind: Pod}]
+      pipline: {"@select": true}
+      target: {kind: X}
+`)
+	input := writeFile(t, "in.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown stage", []string{"eval", "-f", badStage, "-i", input}, 1, `operator "bad": spec.controllers[0].pipeline[1]: unknown pipeline stage "@frobnicate"`},
+		{"unknown expression operator", []string{"eval", "-f", badExpr, "-i", input}, 1, `spec.controllers[1].pipeline["@project"].metadata.name: unknown operator "@nosuchop"`},
+		{"misspelt field", []string{"eval", "-f", typo}, 1, `unknown field "pipline"`},
+		{"missing operator file", []string{"eval", "-f", "/nonexistent.yaml"}, 1, "no such file"},
+		{"no -f", []string{"eval"}, 1, `required flag(s) "filename" not set`},
+		{"bad output format", []string{"eval", "-f", annotator + "operator.yaml", "-o", "xml"}, 1, `unknown format "xml"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := Execute(tc.args, nil, &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d; stderr: %s", code, tc.code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr lacks %q:\n%s", tc.want, stderr.String())
+			}
+			if strings.Contains(stderr.String(), "goroutine ") {
+				t.Errorf("stack trace on stderr:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+func TestEvalRuntimeErrorExitsTwo(t *testing.T) {
+	// A Patcher whose target does not exist is reported, not created.
+	op := writeFile(t, "op.yaml", `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: patch-missing}
+spec:
+  controllers:
+    - name: c
+      sources: [{apiGroup: "", kind: Pod}]
+      pipeline:
+        "@project":
+          metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}
+          data: {pod: "$.metadata.name"}
+      target: {apiGroup: "", kind: ConfigMap, type: Patcher}
+`)
+	input := writeFile(t, "in.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\n")
+	var stdout, stderr bytes.Buffer
+	code := Execute([]string{"eval", "-f", op, "-i", input}, nil, &stdout, &stderr)
+	if code != 2 {
+		t.Fatalf("exit code %d, want 2; stderr: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "ConfigMap default/p: not found: a Patcher target does not create objects") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("a Patcher created an object:\n%s", stdout.String())
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := Execute([]string{"eval", "--help"}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(stdout.String(), "--trace") {
+		t.Errorf("help lacks --trace:\n%s", stdout.String())
+	}
+}

@@ -1,0 +1,163 @@
+package expression
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
+)
+
+// celCostLimit bounds the runtime cost of one @cel evaluation (the unit of
+// cel-go's cost model, as used by Kubernetes CEL validation).
+const celCostLimit = 1_000_000
+
+// celEnv is the shared CEL environment: one dynamically typed variable
+// "self", the standard library and the cel-go string, list, set and math
+// extensions.
+var celEnv = sync.OnceValues(func() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("self", cel.DynType),
+		ext.Strings(),
+		ext.Lists(),
+		ext.Sets(),
+		ext.Math(),
+	)
+})
+
+// prepareCEL compiles the CEL source, which must be a literal string.
+func prepareCEL(c *call) error {
+	lit, ok := c.args[0].(*literal)
+	if !ok {
+		return c.errorf("argument must be a literal string")
+	}
+	src, ok := lit.v.(string)
+	if !ok {
+		return c.errorf("argument must be a string, got %s", typeName(lit.v))
+	}
+	env, err := celEnv()
+	if err != nil {
+		return c.errorf("CEL environment: %v", err)
+	}
+	ast, iss := env.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		return c.errorf("%v", iss.Err())
+	}
+	prog, err := env.Program(ast, cel.CostLimit(celCostLimit))
+	if err != nil {
+		return c.errorf("%v", err)
+	}
+	c.prog = prog
+	return nil
+}
+
+// selfActivation binds "self" without allocating a map.
+type selfActivation struct{ self any }
+
+func (a *selfActivation) ResolveName(name string) (any, bool) {
+	if name == "self" {
+		return a.self, true
+	}
+	return nil, false
+}
+
+func (a *selfActivation) Parent() interpreter.Activation { return nil }
+
+// evalCEL evaluates the CEL program with self bound to the local subject
+// inside a list operator's per-element argument, else to the global subject.
+func evalCEL(c *call, ctx *Context) (any, error) {
+	act := &selfActivation{}
+	if ctx != nil {
+		if c.local {
+			act.self = ctx.Local
+		} else {
+			act.self = ctx.Subject
+		}
+	}
+	out, _, err := c.prog.Eval(act)
+	if err != nil {
+		return nil, c.errorf("%v", err)
+	}
+	v, err := celToModel(out, 0)
+	if err != nil {
+		return nil, c.errorf("%v", err)
+	}
+	return v, nil
+}
+
+// celToModel converts a CEL value to the data model: int and uint to int64
+// (a uint above math.MaxInt64 to float64), double to float64, bytes to
+// standard base64, timestamps to RFC 3339 strings, durations to Go duration
+// strings, lists to []any and maps to map[string]any (non-string keys
+// converted as by @string).
+func celToModel(v ref.Val, depth int) (any, error) {
+	if depth > maxNormalizeDepth {
+		return nil, fmt.Errorf("CEL result nested too deeply")
+	}
+	switch x := v.(type) {
+	case types.Null:
+		return nil, nil
+	case types.Bool:
+		return bool(x), nil
+	case types.Int:
+		return int64(x), nil
+	case types.Uint:
+		if uint64(x) > math.MaxInt64 {
+			return float64(x), nil
+		}
+		return int64(x), nil
+	case types.Double:
+		return float64(x), nil
+	case types.String:
+		return string(x), nil
+	case types.Bytes:
+		return base64.StdEncoding.EncodeToString(x), nil
+	case types.Timestamp:
+		return x.Time.UTC().Format(time.RFC3339Nano), nil
+	case types.Duration:
+		return x.Duration.String(), nil
+	case *types.Err:
+		return nil, x
+	case traits.Mapper:
+		out := map[string]any{}
+		it := x.Iterator()
+		for it.HasNext() == types.True {
+			k := it.Next()
+			kv, err := celToModel(k, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			val, err := celToModel(x.Get(k), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[toString(kv)] = val
+		}
+		return out, nil
+	case traits.Lister:
+		n, ok := x.Size().(types.Int)
+		if !ok {
+			return nil, fmt.Errorf("CEL list of unknown size")
+		}
+		out := make([]any, 0, int(n))
+		for i := types.Int(0); i < n; i++ {
+			e, err := celToModel(x.Get(i), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		return out, nil
+	}
+	if v == nil {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unsupported CEL result of type %s", v.Type().TypeName())
+}

@@ -1,0 +1,89 @@
+package object
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestKeyOf(t *testing.T) {
+	for _, tc := range []struct {
+		doc     map[string]any
+		want    Key
+		wantErr bool
+	}{
+		{map[string]any{"metadata": map[string]any{"name": "a", "namespace": "ns"}}, Key{"ns", "a"}, false},
+		{map[string]any{"metadata": map[string]any{"name": "a"}}, Key{"", "a"}, false},
+		{map[string]any{"metadata": map[string]any{"name": 3}}, Key{}, true},
+		{map[string]any{"metadata": map[string]any{}}, Key{}, true},
+		{map[string]any{}, Key{}, true},
+	} {
+		got, err := KeyOf(tc.doc)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("KeyOf(%v) = %v, %v; want %v, error %v", tc.doc, got, err, tc.want, tc.wantErr)
+		}
+	}
+	if s := (Key{"ns", "a"}).String(); s != "ns/a" {
+		t.Errorf("String = %q", s)
+	}
+}
+
+func TestFromJSONUsesInt64(t *testing.T) {
+	m, err := FromJSON([]byte(`{"a": 3, "b": 1.5, "c": [1, {"d": 2}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"a": int64(3), "b": 1.5, "c": []any{int64(1), map[string]any{"d": int64(2)}}}
+	if !reflect.DeepEqual(m, want) {
+		t.Errorf("got %#v", m)
+	}
+	if _, err := FromJSON([]byte(`[1]`)); err == nil {
+		t.Error("a JSON list is not an object")
+	}
+}
+
+func TestMergePatch(t *testing.T) {
+	doc := map[string]any{"metadata": map[string]any{"name": "a", "labels": map[string]any{"x": "1", "y": "2"}}, "spec": map[string]any{"n": int64(1)}}
+	patch := map[string]any{"metadata": map[string]any{"labels": map[string]any{"x": nil, "z": "3"}}, "spec": map[string]any{"n": int64(2)}}
+	got, err := MergePatch(doc, patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"metadata": map[string]any{"name": "a", "labels": map[string]any{"y": "2", "z": "3"}}, "spec": map[string]any{"n": int64(2)}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if doc["spec"].(map[string]any)["n"] != int64(1) {
+		t.Error("MergePatch modified its input")
+	}
+}
+
+func TestRemovalPatch(t *testing.T) {
+	prev := map[string]any{"metadata": map[string]any{"name": "p", "namespace": "ns", "annotations": map[string]any{"a": "1", "b": "2"}}}
+	next := map[string]any{"metadata": map[string]any{"name": "p", "namespace": "ns", "annotations": map[string]any{"a": "3"}}}
+	got := RemovalPatch(prev, next)
+	want := map[string]any{"metadata": map[string]any{"name": "p", "namespace": "ns", "annotations": map[string]any{"a": "3", "b": nil}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("update: got %v, want %v", got, want)
+	}
+	got = RemovalPatch(prev, nil)
+	want = map[string]any{"metadata": map[string]any{"name": "p", "namespace": "ns", "annotations": map[string]any{"a": nil, "b": nil}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("removal: got %v, want %v", got, want)
+	}
+	// A scalar in next where prev had a map: next wins.
+	got = RemovalPatch(map[string]any{"s": map[string]any{"x": "1"}}, map[string]any{"s": "v"})
+	if !reflect.DeepEqual(got, map[string]any{"s": "v"}) {
+		t.Errorf("scalar over map: got %v", got)
+	}
+}
+
+func TestStripServerFields(t *testing.T) {
+	doc := map[string]any{"metadata": map[string]any{"name": "a", "resourceVersion": "3", "uid": "u", "generation": int64(2)}}
+	got := StripServerFields(doc)
+	if !reflect.DeepEqual(got, map[string]any{"metadata": map[string]any{"name": "a"}}) {
+		t.Errorf("got %v", got)
+	}
+	if doc["metadata"].(map[string]any)["uid"] != "u" {
+		t.Error("input modified")
+	}
+}
