@@ -30,6 +30,8 @@ controllers whose logic is a pipeline over the objects they watch.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newEvalCommand())
+	root.AddCommand(newStartCommand())
+	root.AddCommand(newRunCommand())
 	root.AddCommand(newVersionCommand())
 	return root
 }

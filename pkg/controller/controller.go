@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,10 +20,15 @@ import (
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/pipeline"
+	"github.com/dcontroller/dcontroller/pkg/source"
 )
 
 // MaxErrors is how many recent errors a controller keeps.
 const MaxErrors = 10
+
+// maxConflictRetries bounds the immediate retries of a write that hit a
+// resourceVersion conflict; each retry reads fresh state.
+const maxConflictRetries = 5
 
 // Options configure a Controller.
 type Options struct {
@@ -40,6 +46,8 @@ type Options struct {
 	Trace func(controller, stage string, delta *dbsp.ZSet)
 	// Logger receives structured logs.
 	Logger logr.Logger
+	// Now returns the current time (time.Now when nil).
+	Now func() time.Time
 }
 
 // Source is a resolved source of a controller.
@@ -49,6 +57,10 @@ type Source struct {
 	Namespace string
 	// Selector restricts the source to matching labels; nil matches all.
 	Selector labels.Selector
+	// Predicate filters update events; nil passes all.
+	Predicate source.Predicate
+	// Period is the resync period of a Periodic source.
+	Period time.Duration
 	// Path is the spec path of the source, e.g. spec.controllers[0].sources[1].
 	Path string
 }
@@ -73,8 +85,18 @@ type Target struct {
 	Type opv1a1.TargetType
 }
 
+// IsView reports whether the target is a view.
+func (t Target) IsView() bool { return opv1a1.IsViewGroup(t.GVK.Group) }
+
+// Change is one observed change of an object: Old is nil for a creation, New
+// is nil for a deletion. When both are set, source predicates decide whether
+// the change passes; when only New is set, it is the latest state.
+type Change struct {
+	Old, New *unstructured.Unstructured
+}
+
 // Controller is one running declarative controller. Its methods are safe for
-// concurrent use; events are processed one at a time.
+// concurrent use; changes are processed one batch at a time.
 type Controller struct {
 	mu      sync.Mutex
 	name    string
@@ -86,8 +108,11 @@ type Controller struct {
 
 	inputs  []map[object.Key]map[string]any // per source: the documents fed so far
 	outputs map[object.Key]map[string]outputEntry
-	patches map[object.Key]map[string]any // Patcher: the last patch applied per target
-	errs    []string
+	written map[object.Key]map[string]any // the last state written per target key
+	failed  map[object.Key]bool           // target keys whose last write failed
+
+	errs     []opv1a1.ErrorRecord
+	counters opv1a1.Counters
 }
 
 type outputEntry struct {
@@ -102,12 +127,16 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 	if spec.Name == "" {
 		return nil, fmt.Errorf("%s.name: must not be empty", path)
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	c := &Controller{
 		name:    spec.Name,
 		path:    path,
 		opts:    opts,
 		outputs: map[object.Key]map[string]outputEntry{},
-		patches: map[object.Key]map[string]any{},
+		written: map[object.Key]map[string]any{},
+		failed:  map[object.Key]bool{},
 	}
 	if len(spec.Sources) == 0 {
 		return nil, fmt.Errorf("%s.sources: at least one source is required", path)
@@ -124,7 +153,15 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 			src.Type = opv1a1.Watcher
 		}
 		switch src.Type {
-		case opv1a1.Watcher, opv1a1.OneShot, opv1a1.Periodic:
+		case opv1a1.Watcher, opv1a1.OneShot:
+		case opv1a1.Periodic:
+			var raw []byte
+			if s.Parameters != nil {
+				raw = s.Parameters.Raw
+			}
+			if src.Period, err = source.ParsePeriod(raw, spath+".parameters"); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, fmt.Errorf("%s.type: unknown source type %q (want Watcher, OneShot or Periodic)", spath, s.Type)
 		}
@@ -137,6 +174,16 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 				return nil, fmt.Errorf("%s.labelSelector: %w", spath, err)
 			}
 			src.Selector = sel
+		}
+		if s.Predicate != nil && len(s.Predicate.Raw) > 0 {
+			if src.Predicate, err = source.ParsePredicate(s.Predicate.Raw, spath+".predicate"); err != nil {
+				return nil, err
+			}
+		}
+		for _, prev := range c.sources {
+			if prev.GVK.Kind == gvk.Kind {
+				return nil, fmt.Errorf("%s.kind: two sources of kind %q; the @join subject names sources by kind", spath, gvk.Kind)
+			}
 		}
 		c.sources = append(c.sources, src)
 		kinds = append(kinds, gvk.Kind)
@@ -151,10 +198,7 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 		c.target.Type = opv1a1.Updater
 	}
 	switch c.target.Type {
-	case opv1a1.Updater, opv1a1.Patcher:
-	case opv1a1.Applier:
-		// Server-side apply needs an API server; offline it behaves as a
-		// Patcher would on the fields it sets.
+	case opv1a1.Updater, opv1a1.Patcher, opv1a1.Applier:
 	default:
 		return nil, fmt.Errorf("%s.target.type: unknown target type %q (want Updater, Patcher or Applier)", path, spec.Target.Type)
 	}
@@ -193,6 +237,10 @@ func (c *Controller) resolve(r opv1a1.Resource, path string) (schema.GroupVersio
 		return gv.WithKind(r.Kind), nil
 	}
 	gvk := schema.GroupVersionKind{Group: *r.APIGroup, Kind: r.Kind}
+	if opv1a1.IsViewGroup(gvk.Group) {
+		gvk.Version = opv1a1.Version
+		return gvk, nil
+	}
 	if r.Version != nil && *r.Version != "" {
 		gvk.Version = *r.Version
 		return gvk, nil
@@ -211,6 +259,10 @@ func (c *Controller) resolve(r opv1a1.Resource, path string) (schema.GroupVersio
 // Name returns the controller's name.
 func (c *Controller) Name() string { return c.name }
 
+// Owner returns the value of the owner annotation this controller puts on
+// the native objects it creates: "<operator>/<controller>".
+func (c *Controller) Owner() string { return c.opts.Operator + "/" + c.name }
+
 // Sources returns the resolved sources.
 func (c *Controller) Sources() []Source { return c.sources }
 
@@ -218,10 +270,24 @@ func (c *Controller) Sources() []Source { return c.sources }
 func (c *Controller) Target() Target { return c.target }
 
 // Errors returns the most recent errors, oldest first.
-func (c *Controller) Errors() []string {
+func (c *Controller) Errors() []opv1a1.ErrorRecord {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]string(nil), c.errs...)
+	return append([]opv1a1.ErrorRecord(nil), c.errs...)
+}
+
+// Counters returns the work counters.
+func (c *Controller) Counters() opv1a1.Counters {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counters
+}
+
+// Pending returns how many target keys wait for a retried write.
+func (c *Controller) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.failed)
 }
 
 func (c *Controller) recordError(err error) {
@@ -229,7 +295,7 @@ func (c *Controller) recordError(err error) {
 		return
 	}
 	c.opts.Logger.Error(err, "controller error", "controller", c.name)
-	c.errs = append(c.errs, err.Error())
+	c.errs = append(c.errs, opv1a1.ErrorRecord{Time: metav1.NewTime(c.opts.Now().UTC().Truncate(time.Second)), Message: err.Error()})
 	if len(c.errs) > MaxErrors {
 		c.errs = c.errs[len(c.errs)-MaxErrors:]
 	}
@@ -254,64 +320,75 @@ func (c *Controller) Start(ctx context.Context) error {
 	return c.process(ctx, deltas)
 }
 
-// Handle processes one change of an object: old is nil for a creation, new
-// is nil for a deletion. Objects that belong to none of the sources are
-// ignored. The error, if any, is also recorded in Errors.
+// Handle processes one change; see HandleBatch.
 func (c *Controller) Handle(ctx context.Context, old, new *unstructured.Unstructured) error {
+	return c.HandleBatch(ctx, []Change{{Old: old, New: new}})
+}
+
+// HandleBatch turns changes into one delta per source kind (an update is the
+// old document with weight -1 and the new one with +1; objects leaving a
+// source's namespace or selector are removals), runs the pipeline once and
+// writes the touched target objects. Objects that belong to no source are
+// ignored. Errors are returned joined and recorded in Errors.
+func (c *Controller) HandleBatch(ctx context.Context, changes []Change) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	deltas := map[string]*dbsp.ZSet{}
-	for i := range c.sources {
-		s := &c.sources[i]
-		if s.Type == opv1a1.OneShot {
+	for _, ch := range changes {
+		ref := ch.New
+		if ref == nil {
+			ref = ch.Old
+		}
+		if ref == nil {
 			continue
 		}
-		var ref *unstructured.Unstructured
-		if new != nil {
-			ref = new
-		} else {
-			ref = old
-		}
-		if ref == nil || ref.GroupVersionKind() != s.GVK {
-			continue
-		}
-		key := object.Key{Namespace: ref.GetNamespace(), Name: ref.GetName()}
-		z := dbsp.NewZSet()
-		if prev, ok := c.inputs[i][key]; ok {
-			z.Insert(prev, -1)
-			delete(c.inputs[i], key)
-		}
-		if new != nil && s.Matches(new) {
-			doc := object.DeepCopyMap(new.Object)
-			z.Insert(doc, 1)
-			c.inputs[i][key] = doc
-		}
-		if !z.IsEmpty() {
-			if d, ok := deltas[s.GVK.Kind]; ok {
-				z = d.Add(z)
+		for i := range c.sources {
+			s := &c.sources[i]
+			if s.Type == opv1a1.OneShot || ref.GroupVersionKind() != s.GVK {
+				continue
 			}
-			deltas[s.GVK.Kind] = z
+			if ch.Old != nil && ch.New != nil && s.Predicate != nil && !s.Predicate.Update(ch.Old, ch.New) {
+				continue
+			}
+			key := object.Key{Namespace: ref.GetNamespace(), Name: ref.GetName()}
+			z := deltas[s.GVK.Kind]
+			if z == nil {
+				z = dbsp.NewZSet()
+			}
+			if prev, ok := c.inputs[i][key]; ok {
+				z.Insert(prev, -1)
+				delete(c.inputs[i], key)
+			}
+			if ch.New != nil && s.Matches(ch.New) {
+				doc := object.DeepCopyMap(ch.New.Object)
+				z.Insert(doc, 1)
+				c.inputs[i][key] = doc
+			}
+			if !z.IsEmpty() {
+				deltas[s.GVK.Kind] = z
+			} else {
+				delete(deltas, s.GVK.Kind)
+			}
 		}
 	}
 	if len(deltas) == 0 {
 		return nil
 	}
+	c.counters.Deltas += int64(len(changes))
 	return c.process(ctx, deltas)
 }
 
 func (c *Controller) process(ctx context.Context, deltas map[string]*dbsp.ZSet) error {
 	out, perr := c.pipe.Process(deltas)
+	var errs []error
 	if perr != nil {
 		c.recordError(perr)
+		errs = append(errs, perr)
 	}
 	if out == nil {
 		return perr
 	}
 	touched := map[object.Key]bool{}
-	var errs []error
-	if perr != nil {
-		errs = append(errs, perr)
-	}
 	for _, e := range out.Entries() {
 		key, err := object.KeyOf(e.Doc)
 		if err != nil {
@@ -339,20 +416,98 @@ func (c *Controller) process(ctx context.Context, deltas map[string]*dbsp.ZSet) 
 		}
 		touched[key] = true
 	}
-	keys := make([]object.Key, 0, len(touched))
-	for k := range touched {
+	for _, key := range sortedKeys(touched) {
+		if err := c.sync(ctx, key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sortedKeys(m map[object.Key]bool) []object.Key {
+	keys := make([]object.Key, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	for _, key := range keys {
-		desired, err := c.desired(key)
-		if err != nil {
-			c.recordError(err)
+	return keys
+}
+
+// sync writes the desired state of one target key, retrying conflicts with
+// fresh state; a failure marks the key for RetryFailed.
+func (c *Controller) sync(ctx context.Context, key object.Key) error {
+	desired, derr := c.desired(key)
+	if derr != nil {
+		c.recordError(derr)
+	}
+	var err error
+	for attempt := 0; attempt < maxConflictRetries; attempt++ {
+		var wrote bool
+		wrote, err = c.write(ctx, key, desired)
+		if wrote && err == nil {
+			c.counters.Writes++
+		}
+		if err == nil || !apierrors.IsConflict(err) {
+			break
+		}
+		c.counters.WriteErrors++
+	}
+	if err != nil {
+		c.counters.WriteErrors++
+		c.failed[key] = true
+		err = fmt.Errorf("%s.target: %s %s: %w", c.path, c.target.GVK.Kind, key, err)
+		c.recordError(err)
+		return errors.Join(derr, err)
+	}
+	delete(c.failed, key)
+	return derr
+}
+
+// RetryFailed retries the writes that failed; it returns how many still fail.
+func (c *Controller) RetryFailed(ctx context.Context) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := sortedKeys(c.failed)
+	var errs []error
+	for _, k := range keys {
+		if err := c.sync(ctx, k); err != nil {
 			errs = append(errs, err)
 		}
-		if err := c.write(ctx, key, desired); err != nil {
-			err = fmt.Errorf("%s.target: %s %s: %w", c.path, c.target.GVK.Kind, key, err)
-			c.recordError(err)
+	}
+	return len(c.failed), errors.Join(errs...)
+}
+
+// Resync repairs drift: it rewrites every desired target object whose
+// current state differs, and, for Updater targets that are not views,
+// deletes the objects that carry this controller's owner annotation but are
+// no longer in the pipeline output. It never touches objects it did not
+// write. Periodic sources and manager starts call it.
+func (c *Controller) Resync(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	keys := map[object.Key]bool{}
+	for k := range c.outputs {
+		keys[k] = true
+	}
+	for k := range c.failed {
+		keys[k] = true
+	}
+	if c.target.Type == opv1a1.Updater && !c.target.IsView() {
+		existing, err := c.opts.Client.List(ctx, c.target.GVK)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.target: list %s: %w", c.path, c.target.GVK.Kind, err))
+		}
+		for _, obj := range existing {
+			if obj.GetAnnotations()[opv1a1.OwnerAnnotation] == c.Owner() {
+				keys[object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}] = true
+			}
+		}
+	}
+	for _, k := range sortedKeys(keys) {
+		// Forget what was written so the write compares with the live state.
+		delete(c.written, k)
+		if err := c.sync(ctx, k); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -379,48 +534,100 @@ func (c *Controller) desired(key object.Key) (map[string]any, error) {
 	return doc, nil
 }
 
-func (c *Controller) write(ctx context.Context, key object.Key, desired map[string]any) error {
+// write moves the target object of key to the desired state; it reports
+// whether an API call was made.
+func (c *Controller) write(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
 	switch c.target.Type {
-	case opv1a1.Patcher, opv1a1.Applier:
+	case opv1a1.Patcher:
 		return c.patch(ctx, key, desired)
+	case opv1a1.Applier:
+		if _, offline := c.opts.Client.(interface{ NoServerSideApply() }); offline || c.target.IsView() {
+			// Without an API server there is no schema to merge lists by key:
+			// apply the fields as a Patcher would.
+			return c.patchOrCreate(ctx, key, desired)
+		}
+		return c.apply(ctx, key, desired)
 	default:
 		return c.update(ctx, key, desired)
 	}
 }
 
-func (c *Controller) update(ctx context.Context, key object.Key, desired map[string]any) error {
+func (c *Controller) get(ctx context.Context, key object.Key) (*unstructured.Unstructured, error) {
 	existing, err := c.opts.Client.Get(ctx, c.target.GVK, key)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return existing, err
+}
+
+// droppedFields reports whether next no longer sets a leaf path prev set.
+func droppedFields(prev, next map[string]any) bool {
+	for _, p := range object.LeafPaths(prev) {
+		if !object.HasPath(next, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Controller) update(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
+	existing, err := c.get(ctx, key)
+	if err != nil {
+		return false, err
 	}
 	if desired == nil {
+		delete(c.written, key)
 		if existing == nil {
-			return nil
+			return false, nil
+		}
+		if !c.target.IsView() && existing.GetAnnotations()[opv1a1.OwnerAnnotation] != c.Owner() {
+			// Not ours to delete (it existed before this controller wrote it).
+			return false, nil
 		}
 		if err := c.opts.Client.Delete(ctx, c.target.GVK, key); err != nil && !apierrors.IsNotFound(err) {
-			return err
+			return false, err
 		}
-		return nil
+		return true, nil
 	}
 	obj := &unstructured.Unstructured{Object: object.StripServerFields(desired)}
 	obj.SetGroupVersionKind(c.target.GVK)
+	if !c.target.IsView() {
+		ann := obj.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[opv1a1.OwnerAnnotation] = c.Owner()
+		obj.SetAnnotations(ann)
+	}
 	if existing == nil {
-		return c.opts.Client.Create(ctx, obj)
+		if err := c.opts.Client.Create(ctx, obj); err != nil {
+			return false, err
+		}
+		c.written[key] = obj.Object
+		return true, nil
 	}
 	// Labels and annotations are merged with what is there; the output wins.
 	obj.SetLabels(mergeStrings(existing.GetLabels(), obj.GetLabels()))
 	obj.SetAnnotations(mergeStrings(existing.GetAnnotations(), obj.GetAnnotations()))
-	if object.Equal(object.StripServerFields(existing.Object), object.StripServerFields(obj.Object)) {
-		return nil
+	// The API server may add defaults; what matters is that everything the
+	// output says is there and nothing written before was dropped since.
+	prev, known := c.written[key]
+	if object.Contains(existing.Object, obj.Object) && (!known || !droppedFields(prev, obj.Object)) {
+		c.written[key] = obj.Object
+		return false, nil
 	}
 	obj.SetResourceVersion(existing.GetResourceVersion())
-	return c.opts.Client.Update(ctx, obj)
+	if err := c.opts.Client.Update(ctx, obj); err != nil {
+		return false, err
+	}
+	c.written[key] = obj.Object
+	return true, nil
 }
 
-func (c *Controller) patch(ctx context.Context, key object.Key, desired map[string]any) error {
-	prev := c.patches[key]
+func (c *Controller) patch(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
+	prev := c.written[key]
 	if desired == nil && prev == nil {
-		return nil
+		return false, nil
 	}
 	var patch map[string]any
 	if desired != nil {
@@ -429,33 +636,105 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 		delete(patch, "kind")
 	}
 	full := object.RemovalPatch(prev, patch)
-	existing, err := c.opts.Client.Get(ctx, c.target.GVK, key)
+	existing, err := c.get(ctx, key)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			delete(c.patches, key)
-			if desired == nil {
-				return nil
-			}
-			return fmt.Errorf("not found: a Patcher target does not create objects")
+		return false, err
+	}
+	if existing == nil {
+		delete(c.written, key)
+		if desired == nil {
+			return false, nil
 		}
-		return err
+		return false, apierrors.NewNotFound(schema.GroupResource{Group: c.target.GVK.Group, Resource: c.target.GVK.Kind}, key.String())
 	}
 	merged, err := object.MergePatch(existing.Object, full)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if desired == nil {
-		delete(c.patches, key)
+		delete(c.written, key)
 	} else {
-		c.patches[key] = patch
+		c.written[key] = patch
 	}
 	if object.Equal(merged, existing.Object) {
-		return nil
+		return false, nil
 	}
-	obj := &unstructured.Unstructured{Object: merged}
-	obj.SetResourceVersion(existing.GetResourceVersion())
-	return c.opts.Client.Update(ctx, obj)
+	b, err := json.Marshal(full)
+	if err != nil {
+		return false, err
+	}
+	if err := c.opts.Client.Patch(ctx, c.target.GVK, key, b); err != nil {
+		if desired == nil {
+			c.written[key] = prev
+		}
+		return false, err
+	}
+	return true, nil
 }
+
+func (c *Controller) patchOrCreate(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
+	if desired != nil {
+		existing, err := c.get(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		if existing == nil {
+			obj := &unstructured.Unstructured{Object: object.StripServerFields(desired)}
+			obj.SetGroupVersionKind(c.target.GVK)
+			if err := c.opts.Client.Create(ctx, obj); err != nil {
+				return false, err
+			}
+			patch := object.StripServerFields(desired)
+			delete(patch, "apiVersion")
+			delete(patch, "kind")
+			c.written[key] = patch
+			return true, nil
+		}
+	}
+	return c.patch(ctx, key, desired)
+}
+
+func (c *Controller) apply(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
+	prev := c.written[key]
+	if desired == nil && prev == nil {
+		return false, nil
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{}}
+	if desired != nil {
+		obj.Object = object.StripServerFields(desired)
+	}
+	obj.SetGroupVersionKind(c.target.GVK)
+	obj.SetNamespace(key.Namespace)
+	obj.SetName(key.Name)
+	if desired != nil {
+		existing, err := c.get(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		if existing != nil && object.Contains(existing.Object, obj.Object) && (prev == nil || !droppedFields(prev, obj.Object)) {
+			c.written[key] = obj.Object
+			return false, nil
+		}
+	}
+	// Applying only the identity releases every field this manager owned.
+	if err := c.opts.Client.Apply(ctx, obj, FieldManager(c.opts.Operator)); err != nil {
+		if desired == nil && apierrors.IsNotFound(err) {
+			delete(c.written, key)
+			return false, nil
+		}
+		return false, err
+	}
+	if desired == nil {
+		delete(c.written, key)
+	} else {
+		c.written[key] = obj.Object
+	}
+	return true, nil
+}
+
+// FieldManager is the server-side apply field manager of an operator's
+// Applier targets.
+func FieldManager(operator string) string { return "dcontroller-" + operator }
 
 func mergeStrings(base, over map[string]string) map[string]string {
 	if len(base) == 0 && len(over) == 0 {

@@ -3,4 +3,82 @@
 // strings starting with "$" are JSONPath queries (RFC 9535) on the subject,
 // and everything else is a literal. Parse turns a spec value into an
 // Expression once; Eval never re-parses.
+//
+// # Data model
+//
+// Values are JSON values represented as nil, bool, int64, float64, string,
+// []any and map[string]any (see Normalize). Integers stay int64 as long as
+// results are exact; floats stay float64. Results may share lists and maps
+// with the subject: treat them as read-only (Setter copies on write).
+//
+// # Syntax
+//
+//   - {"@op": arg} calls operator @op. A map with several keys of which one
+//     starts with "@" is an error. The bare string "@now" calls @now.
+//   - "$.a.b", "$.list[0]", "$.items[*].name": JSONPath queries (RFC 9535,
+//     github.com/theory/jsonpath) on the global subject $. "$$" is the local
+//     subject (the current element inside list operators) and "$$.name"
+//     queries it. A singular query (only name and index selectors) yields the
+//     value or null when absent; any other query yields the list of matched
+//     nodes.
+//   - Lists and maps are literals whose members are expressions. In a map, a
+//     key starting with "$" is a setter: {"$.metadata.annotations.a": "x"}
+//     writes "x" at that path into the map built from the other keys.
+//   - {"@noop": x} is x taken literally: the escape for strings starting with
+//     "$" or "@".
+//
+// # Arguments
+//
+// An operator with one argument takes it bare or in a one-element list
+// ({"@len": "$.spec.containers"} equals {"@len": ["$.spec.containers"]});
+// a list of another length is itself the argument ({"@len": [1, 2, 3]} is
+// 3). Operators with several arguments take a list of exactly that many.
+// Variadic operators (@and, @or, @add, @mul, @min, @max, @concat, @list)
+// take a list of operands or a single expression that evaluates to the
+// operand list; except for @list, a list literal holding a single operand
+// that evaluates to a list is spread too ({"@add": [[1, 2]]} is 3).
+//
+// # Operators
+//
+// Logic: @and, @or (short-circuit; operands bool, null counts as false),
+// @not, @cond [c, then, else], @switch [[case, value], ...],
+// @definedOr [x, default], @noop.
+//
+// Comparison: @eq, @neq (DeepEqual: numbers by value), @gt, @gte, @lt, @lte
+// (Compare: numbers or strings).
+//
+// Arithmetic: @add, @sub, @mul, @div, @mod, @neg, @abs, @floor, @ceil.
+// Division or modulo by zero is an error; @div of integers that divide
+// evenly is an integer; int64 overflow gives a float.
+//
+// Lists (null is accepted as the empty list): @map [expr, list],
+// @filter [cond, list], @fold [expr, initial, list] ($$ is
+// {"acc": accumulator, "item": element}), @sum, @len (lists, maps, strings
+// in code points), @min, @max, @in [x, list], @range n | [start, end),
+// @any, @all, @none ([cond, list] or a list of bools), @sortBy [key, list]
+// (stable), @list, @dict (list of [key, value] pairs, or a map).
+//
+// Strings: @concat, @split [s, sep], @join [list, sep], @upper, @lower,
+// @trim, @replace [s, old, new], @substring [s, start(, end)] (code points,
+// clamped), @startswith, @endswith, @contains [s, sub] or [list, x],
+// @regexp [pattern, s] (RE2 syntax, unanchored).
+//
+// Conversion: @string, @int, @float, @bool.
+//
+// Utility: @exists (a query selects a non-null value), @isnil, @hash (6
+// base36 characters of the SHA-256 of the canonical JSON), @rnd [min, max),
+// @now (RFC 3339 UTC), @selector [selector, labels] (Kubernetes label
+// selector semantics), @cel "expr" (CEL, github.com/google/cel-go, with
+// self bound to the subject: $$ inside a list operator's per-element
+// argument, $ elsewhere).
+//
+// # Errors
+//
+// Every error is an *Error carrying the spec path of the failing expression
+// and the operator, rendered as
+//
+//	spec.controllers[0].pipeline["@project"].metadata.name: unknown operator "@frobnicate"
+//	spec.x["@len"]: @len: argument must be a list, string or map, got bool
+//
+// Field and Index build such paths.
 package expression

@@ -19,7 +19,7 @@ func init() {
 	elem := func(n int, eval evalFunc) *opDef {
 		return &opDef{form: formFixed, min: n, max: n, elemArg: true, eval: eval}
 	}
-	special := func(parse func(c *call, arg any, local bool) error, eval evalFunc) *opDef {
+	special := func(parse func(c *call, arg any, sc scope) error, eval evalFunc) *opDef {
 		return &opDef{form: formSpecial, parse: parse, eval: eval}
 	}
 	withPrepare := func(d *opDef, prepare func(c *call) error) *opDef {

@@ -50,9 +50,9 @@ func isZero(n number) bool {
 func opAdd(c *call, vs []any) (any, error) {
 	sum := intNum(0)
 	for i, v := range vs {
-		n, err := c.num(v, "operand "+itoa(i+1))
-		if err != nil {
-			return nil, err
+		n, _, ok := numberOf(v)
+		if !ok {
+			return nil, c.errorf("operand %d must be a number, got %s", i+1, typeName(v))
 		}
 		sum = addNum(sum, n)
 	}
@@ -63,9 +63,9 @@ func opAdd(c *call, vs []any) (any, error) {
 func opMul(c *call, vs []any) (any, error) {
 	prod := intNum(1)
 	for i, v := range vs {
-		n, err := c.num(v, "operand "+itoa(i+1))
-		if err != nil {
-			return nil, err
+		n, _, ok := numberOf(v)
+		if !ok {
+			return nil, c.errorf("operand %d must be a number, got %s", i+1, typeName(v))
 		}
 		prod = mulNum(prod, n)
 	}

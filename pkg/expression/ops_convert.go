@@ -184,7 +184,7 @@ func opRnd(c *call, ctx *Context, a, b any) (any, error) {
 }
 
 // parseNow accepts @now with no argument: null or an empty list.
-func parseNow(c *call, arg any, _ bool) error {
+func parseNow(c *call, arg any, _ scope) error {
 	if l, ok := arg.([]any); arg != nil && (!ok || len(l) != 0) {
 		return c.errorf("expects no arguments")
 	}

@@ -11,7 +11,7 @@ import (
 // list).
 
 // maxRange bounds the length of lists built by @range.
-const maxRange = 1 << 20
+const maxRange = 1 << 16
 
 // evalMap implements @map [expr, list]: expr evaluated with $$ bound to each
 // element.
@@ -197,26 +197,26 @@ func opRange(c *call, vs []any) (any, error) {
 // [cond, list] with cond evaluated on each element as $$; anything else is a
 // single argument (bare or in a one-element list) evaluating to a list of
 // bools.
-func parseQuantifier(c *call, arg any, local bool) error {
+func parseQuantifier(c *call, arg any, sc scope) error {
 	if l, ok := arg.([]any); ok {
 		switch len(l) {
 		case 2:
 			c.cond = true
-			cond, err := parse(l[0], Index(c.path, 0), true)
+			cond, err := parse(l[0], Index(c.path, 0), sc.withLocal(true))
 			if err != nil {
 				return err
 			}
-			list, err := parse(l[1], Index(c.path, 1), local)
+			list, err := parse(l[1], Index(c.path, 1), sc)
 			if err != nil {
 				return err
 			}
 			c.args = []Expression{cond, list}
 			return nil
 		case 1:
-			return c.parseArg(l[0], Index(c.path, 0), local)
+			return c.parseArg(l[0], Index(c.path, 0), sc)
 		}
 	}
-	return c.parseArg(arg, c.path, local)
+	return c.parseArg(arg, c.path, sc)
 }
 
 // evalQuantifier implements @any (some true), @all (all true) and @none (no
@@ -314,13 +314,13 @@ func opList(_ *call, vs []any) (any, error) {
 // parseDict parses the @dict argument. A one-element list is unwrapped only
 // when its element is not itself a list, so that a single pair
 // `[["k", "v"]]` keeps meaning a list of one pair.
-func parseDict(c *call, arg any, local bool) error {
+func parseDict(c *call, arg any, sc scope) error {
 	if l, ok := arg.([]any); ok && len(l) == 1 {
 		if _, inner := l[0].([]any); !inner {
-			return c.parseArg(l[0], Index(c.path, 0), local)
+			return c.parseArg(l[0], Index(c.path, 0), sc)
 		}
 	}
-	return c.parseArg(arg, c.path, local)
+	return c.parseArg(arg, c.path, sc)
 }
 
 // opDict builds a map from a list of [key, value] pairs (later pairs win)

@@ -28,9 +28,9 @@ func evalAndOr(isAnd bool) evalFunc {
 			if err != nil {
 				return nil, err
 			}
-			b, err := c.truth(v, argName(i, len(c.args)))
-			if err != nil {
-				return nil, err
+			b, ok := v.(bool)
+			if !ok && v != nil {
+				return nil, c.errorf("%s must be a bool, got %s", argName(i, len(c.args)), typeName(v))
 			}
 			if b != isAnd {
 				return b, nil
@@ -67,7 +67,7 @@ func evalCond(c *call, ctx *Context) (any, error) {
 
 // parseSwitch parses @switch [[case, value], ...] into args
 // case0, value0, case1, value1, ...
-func parseSwitch(c *call, arg any, local bool) error {
+func parseSwitch(c *call, arg any, sc scope) error {
 	list, ok := arg.([]any)
 	if !ok {
 		return c.errorf("expects a list of [case, value] pairs, got %s", typeName(arg))
@@ -79,7 +79,7 @@ func parseSwitch(c *call, arg any, local bool) error {
 		}
 		p := Index(c.path, i)
 		for j, x := range pair {
-			ex, err := parse(x, Index(p, j), local)
+			ex, err := parse(x, Index(p, j), sc)
 			if err != nil {
 				return err
 			}
@@ -118,7 +118,7 @@ func evalDefinedOr(c *call, ctx *Context) (any, error) {
 }
 
 // parseNoop keeps the argument as written, normalized but not parsed.
-func parseNoop(c *call, arg any, _ bool) error {
+func parseNoop(c *call, arg any, _ scope) error {
 	n, _, err := normalize(arg, 0)
 	if err != nil {
 		return c.errorf("unsupported argument: %v", err)

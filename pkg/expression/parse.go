@@ -39,7 +39,7 @@ import (
 // operator: an unknown operator, a wrong number of arguments, an invalid
 // JSONPath, regular expression, label selector or CEL expression.
 func Parse(spec any, path string) (Expression, error) {
-	return parse(spec, path, false)
+	return parse(spec, path, scope{})
 }
 
 // Eval evaluates e with subject as the global subject `$` (normalized first,
@@ -51,18 +51,38 @@ func Eval(e Expression, subject any) (any, error) {
 	return e.Eval(&Context{Subject: Normalize(subject)})
 }
 
-// parse compiles spec at path; local is true inside the per-element argument
-// of a list operator, where @cel binds self to the local subject.
-func parse(spec any, path string, local bool) (Expression, error) {
+// maxDepth bounds the nesting of expressions.
+const maxDepth = 1000
+
+// scope is the parsing context of a sub-expression.
+type scope struct {
+	// local is true inside the per-element argument of a list operator,
+	// where @cel binds self to the local subject.
+	local bool
+	// depth is the nesting depth.
+	depth int
+}
+
+func (sc scope) withLocal(local bool) scope {
+	sc.local = sc.local || local
+	return sc
+}
+
+// parse compiles spec at path.
+func parse(spec any, path string, sc scope) (Expression, error) {
+	sc.depth++
+	if sc.depth > maxDepth {
+		return nil, newError(path, "", "expression nested more than %d levels deep", maxDepth)
+	}
 	switch v := spec.(type) {
 	case nil, bool, int64, float64:
 		return &literal{path: path, v: v}, nil
 	case string:
-		return parseString(v, path, local)
+		return parseString(v, path, sc)
 	case []any:
-		return parseList(v, path, local)
+		return parseList(v, path, sc)
 	case map[string]any:
-		return parseMap(v, path, local)
+		return parseMap(v, path, sc)
 	case json.Number:
 		n, ok := numberFromJSON(v)
 		if !ok {
@@ -80,24 +100,24 @@ func parse(spec any, path string, local bool) (Expression, error) {
 	if n == nil {
 		return &literal{path: path}, nil
 	}
-	return parse(n, path, local)
+	return parse(n, path, sc)
 }
 
-func parseString(s, path string, local bool) (Expression, error) {
+func parseString(s, path string, sc scope) (Expression, error) {
 	switch {
 	case strings.HasPrefix(s, "$"):
 		return parseQuery(s, path)
 	case s == "@now":
-		return parseCall("@now", nil, path, path, local)
+		return parseCall("@now", nil, path, path, sc)
 	}
 	return &literal{path: path, v: s}, nil
 }
 
-func parseList(l []any, path string, local bool) (Expression, error) {
+func parseList(l []any, path string, sc scope) (Expression, error) {
 	elems := make([]Expression, len(l))
 	constant := true
 	for i, e := range l {
-		x, err := parse(e, Index(path, i), local)
+		x, err := parse(e, Index(path, i), sc)
 		if err != nil {
 			return nil, err
 		}
@@ -116,11 +136,11 @@ func parseList(l []any, path string, local bool) (Expression, error) {
 	return &listExpr{path: path, elems: elems}, nil
 }
 
-func parseMap(m map[string]any, path string, local bool) (Expression, error) {
+func parseMap(m map[string]any, path string, sc scope) (Expression, error) {
 	if len(m) == 1 {
 		for k, v := range m {
 			if strings.HasPrefix(k, "@") {
-				return parseCall(k, v, path, Field(path, k), local)
+				return parseCall(k, v, path, Field(path, k), sc)
 			}
 		}
 	}
@@ -136,7 +156,7 @@ func parseMap(m map[string]any, path string, local bool) (Expression, error) {
 		if strings.HasPrefix(k, "@") {
 			return nil, newError(path, "", "operator %q must be the only key of its map", k)
 		}
-		x, err := parse(m[k], kp, local)
+		x, err := parse(m[k], kp, sc)
 		if err != nil {
 			return nil, err
 		}
@@ -263,7 +283,7 @@ type opDef struct {
 	// elemArg: argument 0 is evaluated once per list element with $$ bound
 	// to the element.
 	elemArg bool
-	parse   func(c *call, arg any, local bool) error
+	parse   func(c *call, arg any, sc scope) error
 	prepare func(c *call) error
 	eval    evalFunc
 	// nondeterministic operators (@now, @rnd).
@@ -295,7 +315,7 @@ func (c *call) errorf(format string, args ...any) *Error {
 
 // parseCall parses a call of operator name with argument spec arg. mapPath
 // is the path of the map holding the call, opPath the path of the call.
-func parseCall(name string, arg any, mapPath, opPath string, local bool) (Expression, error) {
+func parseCall(name string, arg any, mapPath, opPath string, sc scope) (Expression, error) {
 	def, ok := operators[name]
 	if !ok {
 		return nil, newError(mapPath, "", "unknown operator %q", name)
@@ -307,29 +327,29 @@ func parseCall(name string, arg any, mapPath, opPath string, local bool) (Expres
 		}
 		arg = n
 	}
-	c := &call{op: name, path: opPath, def: def, local: local}
+	c := &call{op: name, path: opPath, def: def, local: sc.local}
 	list, isList := arg.([]any)
 	var err error
 	switch def.form {
 	case formSpecial:
-		err = def.parse(c, arg, local)
+		err = def.parse(c, arg, sc)
 	case formVariadic:
 		if isList {
-			err = c.parseArgs(list, local)
+			err = c.parseArgs(list, sc)
 		} else {
 			c.spread = true
-			err = c.parseArg(arg, opPath, local)
+			err = c.parseArg(arg, opPath, sc)
 		}
 	case formFixed:
 		switch {
 		case def.min <= 1 && isList && len(list) == 1:
-			err = c.parseArg(list[0], Index(opPath, 0), local)
+			err = c.parseArg(list[0], Index(opPath, 0), sc)
 		case def.min <= 1 && def.max == 1:
-			err = c.parseArg(arg, opPath, local)
+			err = c.parseArg(arg, opPath, sc)
 		case isList && len(list) >= def.min && len(list) <= def.max:
-			err = c.parseArgs(list, local)
+			err = c.parseArgs(list, sc)
 		case def.min <= 1 && !isList:
-			err = c.parseArg(arg, opPath, local)
+			err = c.parseArg(arg, opPath, sc)
 		default:
 			return nil, c.arityError(arg)
 		}
@@ -363,8 +383,8 @@ func (c *call) arityError(arg any) *Error {
 	return c.errorf("expects a list of %s, got %s", want, typeName(arg))
 }
 
-func (c *call) parseArg(spec any, path string, local bool) error {
-	x, err := parse(spec, path, local)
+func (c *call) parseArg(spec any, path string, sc scope) error {
+	x, err := parse(spec, path, sc)
 	if err != nil {
 		return err
 	}
@@ -372,9 +392,9 @@ func (c *call) parseArg(spec any, path string, local bool) error {
 	return nil
 }
 
-func (c *call) parseArgs(list []any, local bool) error {
+func (c *call) parseArgs(list []any, sc scope) error {
 	for i, e := range list {
-		x, err := parse(e, Index(c.path, i), local || (c.def.elemArg && i == 0))
+		x, err := parse(e, Index(c.path, i), sc.withLocal(c.def.elemArg && i == 0))
 		if err != nil {
 			return err
 		}

@@ -256,3 +256,65 @@ func StripServerFields(doc map[string]any) map[string]any {
 	}
 	return out
 }
+
+// Contains reports whether sub is contained in super: every key of a sub map
+// is in the super map with a contained value, lists have the same length and
+// contained elements at each index, and scalars are equal (numbers by value).
+// It is how a write is skipped when the API server's defaults added fields
+// the desired state does not mention.
+func Contains(super, sub any) bool {
+	switch s := sub.(type) {
+	case map[string]any:
+		m, ok := super.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, v := range s {
+			sv, ok := m[k]
+			if !ok {
+				if v == nil {
+					continue
+				}
+				return false
+			}
+			if !Contains(sv, v) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := super.([]any)
+		if !ok || len(l) != len(s) {
+			return false
+		}
+		for i := range s {
+			if !Contains(l[i], s[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		if a, ok := toFloat(sub); ok {
+			b, ok := toFloat(super)
+			return ok && a == b
+		}
+		return reflect.DeepEqual(super, sub)
+	}
+}
+
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+// HasPath reports whether the path of keys exists in m.
+func HasPath(m map[string]any, p []string) bool { return hasPath(m, p) }

@@ -87,3 +87,28 @@ func TestStripServerFields(t *testing.T) {
 		t.Error("input modified")
 	}
 }
+
+func TestContains(t *testing.T) {
+	existing := map[string]any{
+		"metadata": map[string]any{"name": "d", "resourceVersion": "5"},
+		"spec": map[string]any{"replicas": int64(2), "template": map[string]any{"containers": []any{
+			map[string]any{"name": "c", "image": "x", "terminationMessagePath": "/dev/termination-log"},
+		}}},
+	}
+	for _, tc := range []struct {
+		sub  any
+		want bool
+	}{
+		{map[string]any{"spec": map[string]any{"replicas": 2.0}}, true},
+		{map[string]any{"spec": map[string]any{"replicas": int64(3)}}, false},
+		{map[string]any{"spec": map[string]any{"template": map[string]any{"containers": []any{map[string]any{"name": "c"}}}}}, true},
+		{map[string]any{"spec": map[string]any{"template": map[string]any{"containers": []any{}}}}, false},
+		{map[string]any{"spec": map[string]any{"paused": true}}, false},
+		{map[string]any{"spec": map[string]any{"paused": nil}}, true},
+		{map[string]any{}, true},
+	} {
+		if got := Contains(existing, tc.sub); got != tc.want {
+			t.Errorf("Contains(existing, %v) = %v, want %v", tc.sub, got, tc.want)
+		}
+	}
+}

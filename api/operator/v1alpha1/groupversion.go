@@ -39,3 +39,13 @@ func ViewGroup(operator string) string { return operator + "." + ViewGroupSuffix
 func ViewGroupVersion(operator string) schema.GroupVersion {
 	return schema.GroupVersion{Group: ViewGroup(operator), Version: Version}
 }
+
+// IsViewGroup reports whether group is the view group of some operator.
+func IsViewGroup(group string) bool {
+	return len(group) > len(ViewGroupSuffix)+1 && group[len(group)-len(ViewGroupSuffix)-1:] == "."+ViewGroupSuffix
+}
+
+// OwnerAnnotation marks the native objects an Updater target created; its
+// value is "<operator>/<controller>". A manager only ever deletes stale
+// objects that carry its own mark.
+const OwnerAnnotation = "dcontroller.io/owner"

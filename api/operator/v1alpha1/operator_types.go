@@ -148,7 +148,30 @@ type ControllerStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// LastErrors holds the most recent errors, newest last.
+	// LastErrors holds the most recent errors, oldest first; each message
+	// starts with the spec path of its cause.
 	// +optional
-	LastErrors []string `json:"lastErrors,omitempty"`
+	LastErrors []ErrorRecord `json:"lastErrors,omitempty"`
+	// Counters count the controller's work since it started.
+	// +optional
+	Counters Counters `json:"counters,omitempty"`
+}
+
+// ErrorRecord is one error of a controller.
+type ErrorRecord struct {
+	// Time is when the error happened.
+	Time metav1.Time `json:"time"`
+	// Message names the spec path and the cause.
+	Message string `json:"message"`
+}
+
+// Counters count a controller's work.
+type Counters struct {
+	// Deltas is the number of source changes processed.
+	Deltas int64 `json:"deltas,omitempty"`
+	// Writes is the number of successful target writes (create, update,
+	// patch, apply, delete).
+	Writes int64 `json:"writes,omitempty"`
+	// WriteErrors is the number of failed target writes (each retry counts).
+	WriteErrors int64 `json:"writeErrors,omitempty"`
 }

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/dcontroller/dcontroller/pkg/operator"
+)
+
+// managerFlags are the flags dctl start and dctl run share.
+type managerFlags struct {
+	kubeconfig       string
+	metricsAddr      string
+	healthAddr       string
+	leaderElect      bool
+	leaderElectionNS string
+	verbosity        int
+	logJSON          bool
+}
+
+func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefault string) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", metricsDefault, `address of the Prometheus metrics endpoint ("0" disables it)`)
+	fs.StringVar(&f.healthAddr, "health-addr", healthDefault, `address of the /healthz and /readyz endpoints ("0" disables them)`)
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so that only one of several replicas runs operators")
+	fs.StringVar(&f.leaderElectionNS, "leader-election-namespace", "dcontroller-system", "namespace of the leader-election Lease")
+	fs.IntVarP(&f.verbosity, "verbosity", "v", 0, "log verbosity (0: info, higher: more debug output)")
+	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
+}
+
+func (f *managerFlags) logger(w io.Writer) logr.Logger {
+	return zap.New(zap.WriteTo(w), zap.UseDevMode(!f.logJSON), zap.Level(zapcore.Level(-f.verbosity)))
+}
+
+func (f *managerFlags) restConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if f.kubeconfig != "" {
+		rules.ExplicitPath = f.kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		if f.kubeconfig == "" {
+			if in, ierr := rest.InClusterConfig(); ierr == nil {
+				return in, nil
+			}
+		}
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// newManager builds the controller-runtime manager and the operator runtime.
+func (f *managerFlags) newManager(log logr.Logger) (ctrl.Manager, *operator.Runtime, error) {
+	cfg, err := f.restConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	return operator.NewManager(cfg, operator.ManagerOptions{
+		MetricsAddr:             f.metricsAddr,
+		HealthAddr:              f.healthAddr,
+		LeaderElect:             f.leaderElect,
+		LeaderElectionNamespace: f.leaderElectionNS,
+		Logger:                  log,
+	})
+}
+
+func contextOf(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}

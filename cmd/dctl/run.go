@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+)
+
+func newRunCommand() *cobra.Command {
+	f := &managerFlags{}
+	var files []string
+	cmd := &cobra.Command{
+		Use:   "run -f OPERATOR.yaml [-f ...]",
+		Short: "Run operators from files in the foreground against a cluster",
+		Long: `run runs the operators in the given files against the cluster in the
+kubeconfig, in the foreground, without the Operator CRD. Controller status
+(readiness, errors, counters) is logged whenever it changes. Stop it with
+Ctrl-C.`,
+		Example: `  dctl run -f examples/pod-container-num-annotator/operator.yaml --kubeconfig ~/.kube/config`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ops []*opv1a1.Operator
+			for _, file := range files {
+				loaded, err := readOperators(file)
+				if err != nil {
+					return err
+				}
+				ops = append(ops, loaded...)
+			}
+			log := f.logger(cmd.ErrOrStderr())
+			ctrl.SetLogger(log)
+			ctx, stop := signal.NotifyContext(contextOf(cmd), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runRun(ctx, f, ops)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "operator file (YAML stream of Operator objects); repeatable")
+	_ = cmd.MarkFlagRequired("filename")
+	f.register(cmd, "0", "0")
+	return cmd
+}
+
+func runRun(ctx context.Context, f *managerFlags, ops []*opv1a1.Operator) error {
+	log := ctrl.Log.WithName("dctl")
+	mgr, rt, err := f.newManager(log)
+	if err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for _, op := range ops {
+		if names[op.Name] {
+			return fmt.Errorf("operator %q is defined twice", op.Name)
+		}
+		names[op.Name] = true
+	}
+	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		for _, op := range ops {
+			rt.Upsert(ctx, op)
+		}
+		last := map[string]string{}
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			for _, op := range ops {
+				st, ok := rt.Status(op.Name, op.Generation)
+				if !ok {
+					continue
+				}
+				for _, cs := range st.Controllers {
+					c := cs.Conditions[0]
+					line := fmt.Sprintf("%s %s %s", c.Status, c.Reason, c.Message)
+					if last[op.Name+"/"+cs.Name] != line {
+						last[op.Name+"/"+cs.Name] = line
+						log.Info("controller status", "operator", op.Name, "controller", cs.Name,
+							"ready", c.Status, "reason", c.Reason, "message", c.Message)
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				rt.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
+	}))
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/dcontroller/dcontroller/pkg/operator"
+)
+
+func newStartCommand() *cobra.Command {
+	f := &managerFlags{}
+	cmd := &cobra.Command{
+		Use:   "start",
+		Short: "Run the manager: watch Operator objects in the cluster and run them",
+		Long: `start runs the dcontroller manager against the cluster in the kubeconfig. It
+watches Operator objects (dcontroller.io/v1alpha1; install the CRD from
+config/crd first) and runs each operator's controllers: a new or changed
+Operator is (re)started, a deleted one stopped, and each Operator's status
+reports its controllers' readiness, recent errors and counters. All
+controllers share one informer per watched kind.`,
+		Example: `  kubectl apply -f config/crd/
+  dctl start --kubeconfig ~/.kube/config`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := f.logger(cmd.ErrOrStderr())
+			ctrl.SetLogger(log)
+			ctx, stop := signal.NotifyContext(contextOf(cmd), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runStart(ctx, f)
+		},
+	}
+	f.register(cmd, ":8080", ":8081")
+	return cmd
+}
+
+func runStart(ctx context.Context, f *managerFlags) error {
+	log := ctrl.Log.WithName("dctl")
+	mgr, rt, err := f.newManager(log)
+	if err != nil {
+		return err
+	}
+	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log.WithName("operator")}
+	if err := rec.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	defer rt.Stop()
+	log.Info("starting manager")
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,145 @@
+package expression
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fuzzSeeds are valid and invalid specs; they run as plain tests too.
+var fuzzSeeds = []string{
+	`{"metadata": {"name": "$.metadata.name", "annotations": {"n": {"@string": {"@len": ["$.spec.containers"]}}}}}`,
+	`"$.spec.containers[*].name"`,
+	`"$$"`,
+	`"$..image"`,
+	`"$.spec.containers[?@.name == 'c1']"`,
+	`"$.spec.containers[?length(@.ports) > 0].name"`,
+	`"$["`,
+	`"$.a[-1]"`,
+	`{"@len": true}`,
+	`{"@frobnicate": 1}`,
+	`{"@len": 1, "x": 2}`,
+	`{"$.metadata.annotations.a": "x", "b": 1}`,
+	`{"$.a[0].b": 1}`,
+	`{"$[0]": 1}`,
+	`{"@and": [true, {"@or": [false, "$.status.ready"]}]}`,
+	`{"@cond": [{"@gt": ["$.spec.replicas", 1]}, "many", "few"]}`,
+	`{"@switch": [[false, 1], [true, 2]]}`,
+	`{"@switch": [1]}`,
+	`{"@map": [{"@concat": ["$$.name", ":", "$$.image"]}, "$.spec.containers"]}`,
+	`{"@filter": [{"@exists": "$$.ports"}, "$.spec.containers"]}`,
+	`{"@fold": [{"@add": ["$$.acc", 1]}, 0, "$.spec.containers"]}`,
+	`{"@sortBy": ["$$.name", "$.spec.containers"]}`,
+	`{"@dict": [["a", 1], ["b", {"@range": [1, 4]}]]}`,
+	`{"@div": [{"@sum": "$.status.counts"}, 0]}`,
+	`{"@mod": [-9223372036854775808, -1]}`,
+	`{"@substring": ["héllo", -1, 100]}`,
+	`{"@regexp": ["(", "x"]}`,
+	`{"@regexp": [{"@string": 1}, "1"]}`,
+	`{"@selector": [{"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}, "$.metadata.labels"]}`,
+	`{"@selector": [{"matchExpressions": [{"key": "", "operator": "Bogus"}]}, null]}`,
+	`{"@cel": "self.spec.replicas * 2"}`,
+	`{"@cel": "self.metadata.labels.exists(k, k.startsWith('app'))"}`,
+	`{"@cel": "self.nope +"}`,
+	`{"@cel": "[1, 2].map(x, x / 0)"}`,
+	`{"@hash": "$"}`,
+	`{"@rnd": [0, 10]}`,
+	`"@now"`,
+	`{"@noop": {"@len": "$.x"}}`,
+	`{"@int": "1e400"}`,
+	`{"@floor": 1e300}`,
+	`{"@string": [[1.5, -0.0, 1e-9, 1e21]]}`,
+	`{"@in": [{"a": 1}, [{"a": 1.0}]]}`,
+	`{"@any": [{"@eq": ["$$", 2]}, [1, 2]]}`,
+	`{"@all": [[true, null]]}`,
+	`{"@range": 10000000000}`,
+	`{"@replace": ["abc", "", "--"]}`,
+	`[{"@min": []}, {"@max": [1, "a"]}]`,
+	`{"@dict": {"a": "$.kind", "$.b.c": 1}}`,
+	`{"@exists": "$$[?@ > 1]"}`,
+	`{"@cel": "self.spec.containers.filter(c, has(c.ports)).size()"}`,
+	`{"@not": {"@not": {"@not": {"@not": [[[[true]]]]}}}}`,
+	`{"@join": [{"@split": ["a.b.c", "."]}, "/"]}`,
+	`{"@contains": ["$.status.counts", 1]}`,
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	subject := Normalize(decode(f, podJSON))
+	before := canonicalJSON(subject)
+	now := time.Date(2024, 10, 3, 13, 30, 11, 0, time.UTC)
+	check := func(t *testing.T, spec any) { checkFuzz(t, spec, subject, before, now) }
+	f.Fuzz(func(t *testing.T, s string) {
+		// Specs decoded with json.Number and with float64 numbers.
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		var spec, floats any
+		if err := dec.Decode(&spec); err != nil {
+			return
+		}
+		if err := json.Unmarshal([]byte(s), &floats); err == nil {
+			check(t, floats)
+		}
+		check(t, spec)
+	})
+}
+
+// checkFuzz parses and evaluates one spec and checks the invariants: errors
+// are *Error, results are in the data model, the subject is unchanged.
+func checkFuzz(t *testing.T, spec any, subject any, before string, now time.Time) {
+	e, err := Parse(spec, "fuzz")
+	if err != nil {
+		var ee *Error
+		if !errors.As(err, &ee) {
+			t.Fatalf("parse error %v (%T) is not an *Error", err, err)
+		}
+		return
+	}
+	ctx := &Context{Subject: subject, Now: func() time.Time { return now }, Rand: rand.New(rand.NewPCG(1, 2))}
+	v, err := e.Eval(ctx)
+	if err != nil {
+		var ee *Error
+		if !errors.As(err, &ee) {
+			t.Fatalf("eval error %v (%T) is not an *Error", err, err)
+		}
+		return
+	}
+	if !isModel(v, 0) {
+		t.Fatalf("result %#v is not in the data model", v)
+	}
+	_ = toString(v)
+	if after := canonicalJSON(subject); after != before {
+		t.Fatalf("evaluation modified the subject")
+	}
+}
+
+// isModel reports whether v consists only of model types.
+func isModel(v any, depth int) bool {
+	if depth > 1000 {
+		return true
+	}
+	switch x := v.(type) {
+	case nil, bool, int64, float64, string:
+		return true
+	case []any:
+		for _, e := range x {
+			if !isModel(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !isModel(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}

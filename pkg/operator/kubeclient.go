@@ -1,0 +1,115 @@
+package operator
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/controller"
+	"github.com/dcontroller/dcontroller/pkg/object"
+)
+
+// kubeClient adapts a controller-runtime client (reads served from the
+// shared informer cache) to controller.Client.
+type kubeClient struct{ c client.Client }
+
+func newObj(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+func (k kubeClient) Get(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
+	u := newObj(gvk)
+	if err := k.c.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+func (k kubeClient) List(ctx context.Context, gvk schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := k.c.List(ctx, l); err != nil {
+		return nil, err
+	}
+	out := make([]*unstructured.Unstructured, len(l.Items))
+	for i := range l.Items {
+		out[i] = &l.Items[i]
+	}
+	return out, nil
+}
+
+func (k kubeClient) Create(ctx context.Context, obj *unstructured.Unstructured) error {
+	return k.c.Create(ctx, obj)
+}
+
+func (k kubeClient) Update(ctx context.Context, obj *unstructured.Unstructured) error {
+	return k.c.Update(ctx, obj)
+}
+
+func (k kubeClient) Patch(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
+	u := newObj(gvk)
+	u.SetNamespace(key.Namespace)
+	u.SetName(key.Name)
+	return k.c.Patch(ctx, u, client.RawPatch(types.MergePatchType, mergePatch))
+}
+
+func (k kubeClient) Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
+	return k.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership)
+}
+
+func (k kubeClient) Delete(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) error {
+	u := newObj(gvk)
+	u.SetNamespace(key.Namespace)
+	u.SetName(key.Name)
+	return k.c.Delete(ctx, u)
+}
+
+// routerClient sends view kinds to the view store and everything else to
+// the cluster.
+type routerClient struct {
+	views controller.StoreClient
+	kube  controller.Client
+}
+
+func (r routerClient) pick(gvk schema.GroupVersionKind) controller.Client {
+	if opv1a1.IsViewGroup(gvk.Group) || r.kube == nil {
+		return r.views
+	}
+	return r.kube
+}
+
+func (r routerClient) Get(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
+	return r.pick(gvk).Get(ctx, gvk, key)
+}
+
+func (r routerClient) List(ctx context.Context, gvk schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
+	return r.pick(gvk).List(ctx, gvk)
+}
+
+func (r routerClient) Create(ctx context.Context, obj *unstructured.Unstructured) error {
+	return r.pick(obj.GroupVersionKind()).Create(ctx, obj)
+}
+
+func (r routerClient) Update(ctx context.Context, obj *unstructured.Unstructured) error {
+	return r.pick(obj.GroupVersionKind()).Update(ctx, obj)
+}
+
+func (r routerClient) Patch(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, p []byte) error {
+	return r.pick(gvk).Patch(ctx, gvk, key, p)
+}
+
+func (r routerClient) Apply(ctx context.Context, obj *unstructured.Unstructured, fm string) error {
+	return r.pick(obj.GroupVersionKind()).Apply(ctx, obj, fm)
+}
+
+func (r routerClient) Delete(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) error {
+	return r.pick(gvk).Delete(ctx, gvk, key)
+}
+
+var _ controller.Client = routerClient{}

@@ -1,0 +1,87 @@
+package operator
+
+import (
+	"fmt"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+)
+
+// ManagerOptions configure NewManager.
+type ManagerOptions struct {
+	// MetricsAddr is the Prometheus endpoint address ("0" disables it).
+	MetricsAddr string
+	// HealthAddr is the /healthz and /readyz address ("0" disables it).
+	HealthAddr string
+	// LeaderElect enables leader election through a Lease named
+	// dcontroller-manager in LeaderElectionNamespace.
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	// Logger receives structured logs.
+	Logger logr.Logger
+}
+
+// NewScheme returns a scheme with the Kubernetes built-in types and the
+// Operator API.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := opv1a1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return scheme, nil
+}
+
+// NewManager builds a controller-runtime manager whose client reads
+// unstructured objects from the shared informer cache, and an operator
+// Runtime on top of that cache. Nothing runs until mgr.Start.
+func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, nil, err
+	}
+	if opts.MetricsAddr == "" {
+		opts.MetricsAddr = "0"
+	}
+	if opts.HealthAddr == "" {
+		opts.HealthAddr = "0"
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Logger:                  opts.Logger,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.HealthAddr,
+		LeaderElection:          opts.LeaderElect,
+		LeaderElectionID:        "dcontroller-manager",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if opts.HealthAddr != "0" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return nil, nil, err
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return nil, nil, err
+		}
+	}
+	rt := NewRuntime(RuntimeOptions{
+		Cache:      mgr.GetCache(),
+		Client:     mgr.GetClient(),
+		RESTMapper: mgr.GetRESTMapper(),
+		Logger:     opts.Logger.WithName("runtime"),
+	})
+	return mgr, rt, nil
+}

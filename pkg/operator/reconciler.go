@@ -1,0 +1,100 @@
+package operator
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+)
+
+// StatusInterval is how often the status of a running operator is refreshed
+// (a write is made only when it changed).
+const StatusInterval = 5 * time.Second
+
+// Reconciler runs the Operator objects of a cluster on a Runtime: a new or
+// changed Operator (new generation) is (re)started, a deleted one stopped
+// with its views dropped, and each Operator's status is kept up to date.
+type Reconciler struct {
+	Client  client.Client
+	Runtime *Runtime
+	Logger  logr.Logger
+	// ctx is the manager's context; operators live as long as it does.
+	ctx context.Context
+}
+
+// SetupWithManager registers the reconciler with a controller-runtime manager.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	r.ctx = ctx
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("operator").
+		For(&opv1a1.Operator{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Tests and restarts build several managers in one process.
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		Complete(r)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	op := &opv1a1.Operator{}
+	if err := r.Client.Get(ctx, req.NamespacedName, op); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Runtime.Delete(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !op.DeletionTimestamp.IsZero() {
+		r.Runtime.Delete(op.Name)
+		return ctrl.Result{}, nil
+	}
+	runCtx := r.ctx
+	if runCtx == nil {
+		runCtx = ctx
+	}
+	r.Runtime.Upsert(runCtx, op)
+	if err := r.updateStatus(ctx, op); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: StatusInterval}, nil
+}
+
+func (r *Reconciler) updateStatus(ctx context.Context, op *opv1a1.Operator) error {
+	st, ok := r.Runtime.Status(op.Name, op.Generation)
+	if !ok {
+		return nil
+	}
+	next := op.DeepCopy()
+	old := map[string]opv1a1.ControllerStatus{}
+	for _, cs := range op.Status.Controllers {
+		old[cs.Name] = cs
+	}
+	for i := range st.Controllers {
+		cs := &st.Controllers[i]
+		prev := old[cs.Name]
+		conds := prev.Conditions
+		for _, c := range cs.Conditions {
+			// Keeps lastTransitionTime unless the status flips.
+			meta.SetStatusCondition(&conds, c)
+		}
+		cs.Conditions = conds
+	}
+	next.Status = st
+	if equality.Semantic.DeepEqual(op.Status, next.Status) {
+		return nil
+	}
+	return r.Client.Status().Update(ctx, next)
+}

@@ -1,0 +1,463 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/controller"
+	"github.com/dcontroller/dcontroller/pkg/object"
+	"github.com/dcontroller/dcontroller/pkg/view"
+)
+
+// Condition reasons of a controller's Ready condition.
+const (
+	ReasonReady       = "Ready"
+	ReasonInvalidSpec = "InvalidSpec"
+	ReasonStartFailed = "StartFailed"
+	ReasonWriteFailed = "WriteFailed"
+)
+
+// maxBatch bounds how many queued changes a controller processes in one
+// pipeline run.
+const maxBatch = 512
+
+// RuntimeOptions configure a Runtime.
+type RuntimeOptions struct {
+	// Cache provides the shared informers of native kinds: one informer per
+	// kind, shared by every controller of every operator. Nil in standalone
+	// mode, where every kind lives in Views.
+	Cache cache.Cache
+	// Client writes native kinds; its reads of unstructured objects should be
+	// served from Cache.
+	Client client.Client
+	// RESTMapper discovers the version of sources and targets that omit it.
+	RESTMapper meta.RESTMapper
+	// Views holds the views of all operators (and, standalone, every object).
+	// A new store is made when nil.
+	Views *view.Store
+	// Logger receives structured logs.
+	Logger logr.Logger
+}
+
+// Runtime runs operators against a cluster. Starting, updating and deleting
+// one operator never disturbs the others.
+type Runtime struct {
+	opts  RuntimeOptions
+	views *view.Store
+	kube  controller.Client
+
+	mu        sync.Mutex
+	operators map[string]*running
+}
+
+// NewRuntime returns a Runtime; call Upsert to run operators.
+func NewRuntime(opts RuntimeOptions) *Runtime {
+	r := &Runtime{opts: opts, views: opts.Views, operators: map[string]*running{}}
+	if r.views == nil {
+		r.views = view.NewStore()
+	}
+	if opts.Client != nil {
+		r.kube = kubeClient{c: opts.Client}
+	}
+	return r
+}
+
+// Views returns the view store.
+func (r *Runtime) Views() *view.Store { return r.views }
+
+type running struct {
+	name       string
+	generation int64
+	cancel     context.CancelFunc
+	done       sync.WaitGroup
+	ctrls      []*runningController
+	invalid    map[string]error // controller name -> compile/start error
+	order      []string         // controller names in spec order
+	since      map[string]metav1.Time
+}
+
+type itemKey struct {
+	gvk   schema.GroupVersionKind
+	key   object.Key
+	retry bool // retry failed target writes
+}
+
+type runningController struct {
+	c     *controller.Controller
+	queue workqueue.TypedRateLimitingInterface[itemKey]
+	stop  []func()
+}
+
+// Upsert starts the operator, or restarts its controllers when the spec's
+// generation differs from the running one. Controllers that do not compile
+// are reported in the status as Ready=False; the others run.
+func (r *Runtime) Upsert(ctx context.Context, op *opv1a1.Operator) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.operators[op.Name]; ok {
+		if cur.generation == op.Generation && op.Generation != 0 {
+			return
+		}
+		r.stopLocked(cur, false)
+	}
+	r.operators[op.Name] = r.start(ctx, op)
+}
+
+// Delete stops the operator's controllers and drops its views.
+func (r *Runtime) Delete(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.operators[name]; ok {
+		r.stopLocked(cur, true)
+		delete(r.operators, name)
+	}
+}
+
+// Names returns the running operators, sorted.
+func (r *Runtime) Names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.operators))
+	for n := range r.operators {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Stop stops every operator.
+func (r *Runtime) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for n, cur := range r.operators {
+		r.stopLocked(cur, false)
+		delete(r.operators, n)
+	}
+}
+
+func (r *Runtime) stopLocked(cur *running, dropViews bool) {
+	cur.cancel()
+	for _, rc := range cur.ctrls {
+		for _, f := range rc.stop {
+			f()
+		}
+		rc.queue.ShutDown()
+	}
+	cur.done.Wait()
+	if dropViews {
+		group := opv1a1.ViewGroup(cur.name)
+		for _, gvk := range r.views.Kinds() {
+			if gvk.Group != group {
+				continue
+			}
+			for _, obj := range r.views.List(gvk) {
+				_ = r.views.Delete(gvk, object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()})
+			}
+		}
+	}
+	r.opts.Logger.Info("operator stopped", "operator", cur.name)
+}
+
+func (r *Runtime) resolveVersion(group, kind string) (string, error) {
+	if r.opts.RESTMapper == nil {
+		if v, ok := KnownVersions[group]; ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("version: no API discovery; set the version of kind %q in group %q", kind, group)
+	}
+	m, err := r.opts.RESTMapper.RESTMapping(schema.GroupKind{Group: group, Kind: kind})
+	if err != nil {
+		return "", fmt.Errorf("version: discovering kind %q in group %q: %w", kind, group, err)
+	}
+	return m.GroupVersionKind.Version, nil
+}
+
+func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
+	ctx, cancel := context.WithCancel(parent)
+	run := &running{name: op.Name, generation: op.Generation, cancel: cancel,
+		invalid: map[string]error{}, since: map[string]metav1.Time{}}
+	log := r.opts.Logger.WithValues("operator", op.Name)
+	client := routerClient{views: controller.StoreClient{Store: r.views}, kube: r.kube}
+	seen := map[string]bool{}
+	for i, spec := range op.Spec.Controllers {
+		name := spec.Name
+		if name == "" {
+			name = fmt.Sprintf("controllers[%d]", i)
+		}
+		run.order = append(run.order, name)
+		run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+		if seen[name] {
+			run.invalid[name] = fmt.Errorf("spec.controllers[%d].name: duplicate controller name %q", i, name)
+			continue
+		}
+		seen[name] = true
+		c, err := controller.New(spec, controller.Options{
+			Operator: op.Name, Index: i, Client: client,
+			ResolveVersion: r.resolveVersion,
+			Logger:         log.WithValues("controller", name),
+		})
+		if err != nil {
+			run.invalid[name] = err
+			log.Error(err, "invalid controller", "controller", name)
+			continue
+		}
+		rc := &runningController{c: c, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[itemKey]())}
+		if err := r.startController(ctx, run, rc); err != nil {
+			run.invalid[name] = err
+			log.Error(err, "controller failed to start", "controller", name)
+			for _, f := range rc.stop {
+				f()
+			}
+			rc.queue.ShutDown()
+			continue
+		}
+		run.ctrls = append(run.ctrls, rc)
+	}
+	log.Info("operator started", "controllers", len(run.ctrls), "invalid", len(run.invalid))
+	return run
+}
+
+func (r *Runtime) isView(gvk schema.GroupVersionKind) bool {
+	return opv1a1.IsViewGroup(gvk.Group) || r.opts.Cache == nil
+}
+
+func (r *Runtime) startController(ctx context.Context, run *running, rc *runningController) error {
+	c := rc.c
+	var initial []controller.Change
+	for _, s := range c.Sources() {
+		if s.Type == opv1a1.OneShot {
+			continue
+		}
+		s := s
+		enqueue := func(obj *unstructured.Unstructured) {
+			rc.queue.Add(itemKey{gvk: s.GVK, key: object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}})
+		}
+		if r.isView(s.GVK) {
+			cancel := r.views.Subscribe(func(ev view.Event) {
+				if ev.Object.GroupVersionKind() != s.GVK {
+					return
+				}
+				if ev.Type == view.Modified && s.Predicate != nil && !s.Predicate.Update(ev.Old, ev.Object) {
+					return
+				}
+				enqueue(ev.Object)
+			})
+			rc.stop = append(rc.stop, cancel)
+			for _, obj := range r.views.List(s.GVK) {
+				initial = append(initial, controller.Change{New: obj})
+			}
+			continue
+		}
+		inf, err := r.opts.Cache.GetInformer(ctx, newObj(s.GVK))
+		if err != nil {
+			return fmt.Errorf("%s: watching %s: %w", s.Path, s.GVK, err)
+		}
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) {
+				if u, ok := o.(*unstructured.Unstructured); ok {
+					enqueue(u)
+				}
+			},
+			UpdateFunc: func(o, n any) {
+				ou, ok1 := o.(*unstructured.Unstructured)
+				nu, ok2 := n.(*unstructured.Unstructured)
+				if !ok1 || !ok2 {
+					return
+				}
+				if s.Predicate != nil && !s.Predicate.Update(ou, nu) {
+					return
+				}
+				enqueue(nu)
+			},
+			DeleteFunc: func(o any) {
+				if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+					o = t.Obj
+				}
+				if u, ok := o.(*unstructured.Unstructured); ok {
+					enqueue(u)
+				}
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("%s: watching %s: %w", s.Path, s.GVK, err)
+		}
+		rc.stop = append(rc.stop, func() { _ = inf.RemoveEventHandler(reg) })
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(s.GVK.GroupVersion().WithKind(s.GVK.Kind + "List"))
+		var lopts []client.ListOption
+		if s.Namespace != "" {
+			lopts = append(lopts, client.InNamespace(s.Namespace))
+		}
+		if err := r.opts.Cache.List(ctx, l, lopts...); err != nil {
+			return fmt.Errorf("%s: listing %s: %w", s.Path, s.GVK, err)
+		}
+		for i := range l.Items {
+			initial = append(initial, controller.Change{New: &l.Items[i]})
+		}
+	}
+	// The initial state goes through the pipeline in one batch; then the
+	// whole target state is reconciled once, which deletes what no longer has
+	// a source (only objects this controller wrote).
+	_ = c.HandleBatch(ctx, initial)
+	_ = c.Start(ctx)
+	_ = c.Resync(ctx)
+	if c.Pending() > 0 {
+		rc.queue.AddRateLimited(itemKey{retry: true})
+	}
+	run.done.Add(1)
+	go func() {
+		defer run.done.Done()
+		r.work(ctx, rc)
+	}()
+	for _, s := range c.Sources() {
+		if s.Type != opv1a1.Periodic {
+			continue
+		}
+		period := s.Period
+		run.done.Add(1)
+		go func() {
+			defer run.done.Done()
+			t := time.NewTicker(period)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					_ = c.Resync(ctx)
+					if c.Pending() > 0 {
+						rc.queue.AddRateLimited(itemKey{retry: true})
+					}
+				}
+			}
+		}()
+	}
+	return nil
+}
+
+// work drains the controller's queue: it gathers up to maxBatch changed keys,
+// reads their latest state and runs the pipeline once over the batch.
+func (r *Runtime) work(ctx context.Context, rc *runningController) {
+	for {
+		first, shutdown := rc.queue.Get()
+		if shutdown {
+			return
+		}
+		items := []itemKey{first}
+		for len(items) < maxBatch && rc.queue.Len() > 0 {
+			it, shutdown := rc.queue.Get()
+			if shutdown {
+				break
+			}
+			items = append(items, it)
+		}
+		var changes []controller.Change
+		retry := false
+		for _, it := range items {
+			if it.retry {
+				retry = true
+				continue
+			}
+			obj, err := r.latest(ctx, it.gvk, it.key)
+			switch {
+			case err == nil:
+				changes = append(changes, controller.Change{New: obj})
+			case apierrors.IsNotFound(err):
+				stub := newObj(it.gvk)
+				stub.SetNamespace(it.key.Namespace)
+				stub.SetName(it.key.Name)
+				changes = append(changes, controller.Change{Old: stub})
+			default:
+				r.opts.Logger.Error(err, "reading source object", "controller", rc.c.Name(), "kind", it.gvk.Kind, "key", it.key.String())
+				rc.queue.AddRateLimited(it)
+			}
+		}
+		if len(changes) > 0 {
+			_ = rc.c.HandleBatch(ctx, changes)
+		}
+		if retry {
+			_, _ = rc.c.RetryFailed(ctx)
+		}
+		for _, it := range items {
+			if it.retry {
+				rc.queue.Forget(it)
+			}
+			rc.queue.Done(it)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if rc.c.Pending() > 0 {
+			rc.queue.AddRateLimited(itemKey{retry: true})
+		} else {
+			rc.queue.Forget(itemKey{retry: true})
+		}
+	}
+}
+
+func (r *Runtime) latest(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
+	if r.isView(gvk) {
+		return r.views.Get(gvk, key)
+	}
+	u := newObj(gvk)
+	if err := r.opts.Cache.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// Status returns the status of a running operator: one entry per controller
+// in spec order with a Ready condition, recent errors and counters. ok is
+// false when the operator does not run.
+func (r *Runtime) Status(name string, generation int64) (opv1a1.OperatorStatus, bool) {
+	r.mu.Lock()
+	run, ok := r.operators[name]
+	r.mu.Unlock()
+	if !ok {
+		return opv1a1.OperatorStatus{}, false
+	}
+	byName := map[string]*runningController{}
+	for _, rc := range run.ctrls {
+		byName[rc.c.Name()] = rc
+	}
+	var st opv1a1.OperatorStatus
+	for _, name := range run.order {
+		cs := opv1a1.ControllerStatus{Name: name}
+		cond := metav1.Condition{Type: "Ready", ObservedGeneration: generation, LastTransitionTime: run.since[name]}
+		if err, bad := run.invalid[name]; bad {
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonInvalidSpec, err.Error()
+			cs.LastErrors = []opv1a1.ErrorRecord{{Time: run.since[name], Message: err.Error()}}
+		} else if rc := byName[name]; rc != nil {
+			cs.LastErrors = rc.c.Errors()
+			cs.Counters = rc.c.Counters()
+			if n := rc.c.Pending(); n > 0 {
+				cond.Status, cond.Reason = metav1.ConditionFalse, ReasonWriteFailed
+				cond.Message = fmt.Sprintf("%d target write(s) failing", n)
+				if len(cs.LastErrors) > 0 {
+					cond.Message += ": " + cs.LastErrors[len(cs.LastErrors)-1].Message
+				}
+			} else {
+				cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, ReasonReady, "Controller is up and running"
+			}
+		}
+		cs.Conditions = []metav1.Condition{cond}
+		st.Controllers = append(st.Controllers, cs)
+	}
+	return st, true
+}

@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// podWatches reads the API server's count of open Pod watches.
+func podWatches(t *testing.T) int {
+	t.Helper()
+	out := mustKubectl(t, "", "get", "--raw", "/metrics")
+	n := 0
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `resource="pods"`) && strings.Contains(line, `verb="WATCH"`) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			n += int(v)
+		}
+	}
+	return n
+}
+
+// TestSharedInformers: ten operators watching Pods open one Pod watch.
+func TestSharedInformers(t *testing.T) {
+	eventually(t, 30*time.Second, func() string {
+		if n := podWatches(t); n != 0 {
+			return fmt.Sprintf("%d pod watches open before the manager starts", n)
+		}
+		return ""
+	})
+	startManager(t)
+	mustKubectl(t, "", "create", "namespace", "e2e-shared")
+	for i := 0; i < 10; i++ {
+		mustKubectl(t, fmt.Sprintf(`apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: shared-%d
+spec:
+  controllers:
+    - name: c
+      sources: [{apiGroup: "", kind: Pod, namespace: e2e-shared}]
+      pipeline:
+        "@project":
+          metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}
+          spec: {op: %d}
+      target: {kind: PodCopy}
+`, i, i), "apply", "-f", "-")
+	}
+	eventually(t, 30*time.Second, func() string {
+		out, err := kubectl(t, "", "get", "operators.dcontroller.io", "-o", `jsonpath={range .items[*]}{.status.controllers[0].conditions[0].status}{end}`)
+		if err != nil || strings.Count(out, "True") < 10 {
+			return fmt.Sprintf("operators not ready: %q %v", out, err)
+		}
+		return ""
+	})
+	if n := podWatches(t); n != 1 {
+		t.Errorf("%d pod watches for ten operators, want 1", n)
+	}
+	for i := 0; i < 10; i++ {
+		mustKubectl(t, "", "delete", "operators.dcontroller.io", fmt.Sprintf("shared-%d", i))
+	}
+}
