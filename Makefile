@@ -5,7 +5,7 @@ DCTL      := $(BIN)/dctl
 K8S_BIN   := $(BIN)/k8s
 GOFILES   := $(shell find . -name '*.go' -not -path './bin/*' -not -path './hack/kube/*')
 
-.PHONY: all build test unit vet fmt-check demo kube-binaries generate clean help
+.PHONY: all build test unit vet fmt-check demo eval-demo kube-binaries generate clean help
 
 all: build
 
@@ -25,12 +25,15 @@ vet: ## go vet
 fmt-check: ## Fail when a Go file is not gofmt-formatted
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-unit: ## Unit, property, golden and example tests (fuzz seeds included)
-	$(GO) test -count=1 ./...
+unit: ## Unit, property, golden, fuzz-seed and end-to-end tests
+	$(GO) test -count=1 -timeout 30m ./...
 
-test: fmt-check vet unit ## Everything CI runs
+test: fmt-check vet kube-binaries unit ## Everything CI runs (builds the control plane once)
 
-demo: build ## Run the pod container-number annotator of the README offline
+demo: build kube-binaries ## Getting started on a local control plane: dctl start, the pod annotator, kubectl
+	hack/demo.sh
+
+eval-demo: build ## Run the pod annotator offline with dctl eval (no cluster)
 	$(DCTL) eval -f examples/pod-container-num-annotator/operator.yaml \
 		-i examples/pod-container-num-annotator/input.yaml
 

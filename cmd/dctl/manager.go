@@ -39,7 +39,8 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 }
 
 func (f *managerFlags) logger(w io.Writer) logr.Logger {
-	return zap.New(zap.WriteTo(w), zap.UseDevMode(!f.logJSON), zap.Level(zapcore.Level(-f.verbosity)))
+	return zap.New(zap.WriteTo(w), zap.UseDevMode(!f.logJSON), zap.Level(zapcore.Level(-f.verbosity)),
+		zap.StacktraceLevel(zapcore.DPanicLevel))
 }
 
 func (f *managerFlags) restConfig() (*rest.Config, error) {

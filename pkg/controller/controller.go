@@ -30,6 +30,10 @@ const MaxErrors = 10
 // resourceVersion conflict; each retry reads fresh state.
 const maxConflictRetries = 5
 
+// ErrPatchTargetMissing is the error of a Patcher write whose target object
+// does not exist: a Patcher never creates objects. The write is retried.
+var ErrPatchTargetMissing = errors.New("not found: a Patcher target does not create objects")
+
 // Options configure a Controller.
 type Options struct {
 	// Operator is the name of the operator that holds the controller; it
@@ -447,10 +451,15 @@ func (c *Controller) sync(ctx context.Context, key object.Key) error {
 		if wrote && err == nil {
 			c.counters.Writes++
 		}
-		if err == nil || !apierrors.IsConflict(err) {
+		if err == nil || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
 			break
 		}
 		c.counters.WriteErrors++
+	}
+	if err != nil && ctx.Err() != nil {
+		// Shutting down: the write is retried after the next start.
+		c.failed[key] = true
+		return nil
 	}
 	if err != nil {
 		c.counters.WriteErrors++
@@ -645,7 +654,7 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 		if desired == nil {
 			return false, nil
 		}
-		return false, apierrors.NewNotFound(schema.GroupResource{Group: c.target.GVK.Group, Resource: c.target.GVK.Kind}, key.String())
+		return false, ErrPatchTargetMissing
 	}
 	merged, err := object.MergePatch(existing.Object, full)
 	if err != nil {

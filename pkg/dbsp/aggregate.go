@@ -23,6 +23,7 @@ type GroupBy struct {
 type group struct {
 	members ZSet
 	out     Document // nil: no output
+	outHash uint64   // Hash(out)
 	touched bool
 }
 
@@ -76,16 +77,18 @@ func (g *GroupBy) Step(delta *ZSet) (*ZSet, error) {
 		grp := t.grp
 		grp.touched = false
 		now := g.aggregate(t.key, &grp.members, &errs)
-		if grp.out != nil && now != nil && Equal(grp.out, now) {
-			continue
+		var nowHash uint64
+		if now != nil {
+			nowHash = Hash(now)
+			if grp.out != nil && nowHash == grp.outHash && Equal(grp.out, now) {
+				continue
+			}
+			out.insertHashed(nowHash, now, 1)
 		}
 		if grp.out != nil {
-			out.Insert(grp.out, -1)
+			out.insertHashed(grp.outHash, grp.out, -1)
 		}
-		if now != nil {
-			out.Insert(now, 1)
-		}
-		grp.out = now
+		grp.out, grp.outHash = now, nowHash
 		if grp.members.IsEmpty() {
 			g.groups.del(t.kh, t.key)
 		}

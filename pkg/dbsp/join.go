@@ -86,14 +86,18 @@ func keys(z *ZSet, kf KeyFunc, errs *errorList) []keyed {
 	return out
 }
 
-func (j *Join) emit(out *ZSet, l, r Document, w int, errs *errorList) {
+// emit adds f(l, r) with weight w to out. lh and rh are the hashes of l and
+// r, so hashing a result that embeds them (a compound document) does not
+// walk them again.
+func (j *Join) emit(out *ZSet, l, r Document, lh, rh uint64, w int, errs *errorList) {
 	res, ok, err := j.f(l, r)
 	if err != nil {
 		errs.add(err)
 		return
 	}
 	if ok {
-		out.Insert(res, w)
+		hints := [2]hint{{p: mapPointer(l), h: lh}, {p: mapPointer(r), h: rh}}
+		out.insertHashed(hashWith(res, hints[:]), res, w)
 	}
 }
 
@@ -106,8 +110,8 @@ func (j *Join) Step(dl, dr *ZSet) (*ZSet, error) {
 	rk := keys(dr, j.rightKey, &errs)
 	// A ⋈ ΔB, against the left integral before this step.
 	for _, r := range rk {
-		j.left.bucket(r.kh, r.key).each(func(_ uint64, l Document, wl int) bool {
-			j.emit(out, l, r.doc, wl*r.w, &errs)
+		j.left.bucket(r.kh, r.key).each(func(lh uint64, l Document, wl int) bool {
+			j.emit(out, l, r.doc, lh, r.h, wl*r.w, &errs)
 			return true
 		})
 	}
@@ -116,8 +120,8 @@ func (j *Join) Step(dl, dr *ZSet) (*ZSet, error) {
 	}
 	// ΔA ⋈ (B + ΔB).
 	for _, l := range lk {
-		j.right.bucket(l.kh, l.key).each(func(_ uint64, r Document, wr int) bool {
-			j.emit(out, l.doc, r, l.w*wr, &errs)
+		j.right.bucket(l.kh, l.key).each(func(rh uint64, r Document, wr int) bool {
+			j.emit(out, l.doc, r, l.h, rh, l.w*wr, &errs)
 			return true
 		})
 	}
@@ -138,8 +142,8 @@ func (j *Join) Snapshot(left, right *ZSet) (*ZSet, error) {
 		ix.insert(r)
 	}
 	for _, l := range keys(left, j.leftKey, &errs) {
-		ix.bucket(l.kh, l.key).each(func(_ uint64, r Document, wr int) bool {
-			j.emit(out, l.doc, r, l.w*wr, &errs)
+		ix.bucket(l.kh, l.key).each(func(rh uint64, r Document, wr int) bool {
+			j.emit(out, l.doc, r, l.h, rh, l.w*wr, &errs)
 			return true
 		})
 	}

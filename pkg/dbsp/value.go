@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"math/bits"
 	"reflect"
@@ -18,9 +17,6 @@ import (
 // int64, float64, string, []any or map[string]any. Other Go integer and
 // float types and json.Number are accepted and compared by numeric value.
 type Document = map[string]any
-
-// seed randomises Hash per process: hashes are never persisted.
-var seed = maphash.MakeSeed()
 
 // Tags separate the types in the hash space.
 const (
@@ -44,26 +40,55 @@ func mix(a, b uint64) uint64 {
 
 // Hash returns a 64-bit hash of a JSON value that is consistent with Equal:
 // Equal(a, b) implies Hash(a) == Hash(b). It walks the value once without
-// encoding it: strings are hashed with hash/maphash, numbers by numeric value
-// (int64(1) and float64(1) hash alike), lists in order, and maps by an
-// order-independent sum of their hashed key/value pairs, so no key sorting is
-// needed. The seed is chosen per process: hashes must not be persisted.
-func Hash(v any) uint64 {
+// encoding it: strings are hashed with a wyhash-style function, numbers by
+// numeric value (int64(1) and float64(1) hash alike), lists in order, and
+// maps by an order-independent sum of their hashed key/value pairs, so no
+// key sorting is needed. The seed is chosen per process: hashes must not be
+// persisted.
+func Hash(v any) uint64 { return hashWith(v, nil) }
+
+// hint is the known hash of a map, by identity. Operators that build
+// documents around documents whose hashes they hold (Join) pass hints so
+// that hashing the result does not walk those parts again. A hint is only
+// valid while the map it names is alive and unmodified, so hints never
+// outlive the call that makes them.
+type hint struct {
+	p unsafe.Pointer
+	h uint64
+}
+
+func mapPointer(m map[string]any) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&m)) }
+
+func hashWith(v any, hints []hint) uint64 {
 	switch x := v.(type) {
 	case nil:
 		return tagNil
 	case string:
-		return mix(maphash.String(seed, x), tagString)
+		return hashString(x) ^ tagString
 	case map[string]any:
+		if len(hints) > 0 {
+			p := mapPointer(x)
+			for _, h := range hints {
+				if h.p == p {
+					return h.h
+				}
+			}
+		}
 		var acc uint64
 		for k, e := range x {
-			acc += mix(maphash.String(seed, k), Hash(e))
+			var vh uint64
+			if s, ok := e.(string); ok { // the common case, without the call
+				vh = hashString(s) ^ tagString
+			} else {
+				vh = hashWith(e, hints)
+			}
+			acc += mix(hashString(k), vh)
 		}
 		return mix(acc^tagMap, uint64(len(x)))
 	case []any:
 		h := tagList
 		for _, e := range x {
-			h = mix(h, Hash(e))
+			h = mix(h, hashWith(e, hints))
 		}
 		return mix(h, uint64(len(x)))
 	case bool:
@@ -82,7 +107,7 @@ func Hash(v any) uint64 {
 		}
 		return hashFloat(n.f)
 	}
-	return mix(maphash.String(seed, fmt.Sprintf("%T:%v", v, v)), tagOther)
+	return mix(hashString(fmt.Sprintf("%T:%v", v, v)), tagOther)
 }
 
 func hashFloat(f float64) uint64 {
@@ -169,9 +194,7 @@ func compareNumbers(a, b number) int {
 }
 
 // sameMap reports whether two maps are the same map object.
-func sameMap(a, b map[string]any) bool {
-	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
-}
+func sameMap(a, b map[string]any) bool { return mapPointer(a) == mapPointer(b) }
 
 // Equal reports whether two JSON values are deeply equal. Numbers are equal
 // when their numeric values are (int64(1) equals float64(1.0)), a nil map

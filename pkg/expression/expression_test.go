@@ -161,7 +161,7 @@ func TestSetterKeys(t *testing.T) {
 		{"index", `{"l": [1, 2], "$.l[1]": 5}`, m{"l": l{int64(1), int64(5)}}, ""},
 		{"append", `{"l": [1], "$.l[1]": 5}`, m{"l": l{int64(1), int64(5)}}, ""},
 		{"out of range", `{"l": [1], "$.l[3]": 5}`, nil, `spec.x["$.l[3]"]: cannot set $.l[3]: index 3 out of range`},
-		{"not a map", `{"a": 1, "$.a.b": 2}`, nil, `cannot set $.a.b: $["a"] is a int, not a map`},
+		{"not a map", `{"a": 1, "$.a.b": 2}`, nil, `cannot set $.a.b: $["a"] is of type int, not a map`},
 		{"non-singular", `{"$.a[*]": 1}`, nil, `only name and index segments`},
 		{"local root", `{"$$.a": 1}`, nil, `cannot set into the local subject`},
 	})

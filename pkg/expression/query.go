@@ -277,7 +277,7 @@ func (s *setter) setIn(cur any, segs []Segment, value any, depth int) (any, erro
 				m = map[string]any{}
 			}
 		default:
-			return nil, fmt.Errorf("cannot set %s: %s is a %s, not a map", s.text, s.prefix(depth), typeName(cur))
+			return nil, fmt.Errorf("cannot set %s: %s is of type %s, not a map", s.text, s.prefix(depth), typeName(cur))
 		}
 		v, err := s.setIn(m[seg.Name], segs[1:], value, depth+1)
 		if err != nil {
@@ -292,7 +292,7 @@ func (s *setter) setIn(cur any, segs []Segment, value any, depth int) (any, erro
 	case []any:
 		l = c
 	default:
-		return nil, fmt.Errorf("cannot set %s: %s is a %s, not a list", s.text, s.prefix(depth), typeName(cur))
+		return nil, fmt.Errorf("cannot set %s: %s is of type %s, not a list", s.text, s.prefix(depth), typeName(cur))
 	}
 	i := seg.Index
 	if i < 0 {

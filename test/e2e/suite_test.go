@@ -45,7 +45,7 @@ func run(m *testing.M) int {
 		}
 	}
 	kubectlBin = filepath.Join(binDir, "kubectl")
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.DPanicLevel)))
 
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: binDir,

@@ -12,6 +12,7 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=compositecontrollers,scope=Cluster,shortName=cc;cctl
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, request not yet submitted"
 // +kubebuilder:subresource:status
 type CompositeController struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -347,6 +348,7 @@ type CompositeControllerStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=decoratorcontrollers,scope=Cluster,shortName=dec;decorators
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, request not yet submitted"
 // +kubebuilder:subresource:status
 type DecoratorController struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -441,6 +443,7 @@ type DecoratorControllerStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=controllerrevisions,scope=Namespaced
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, request not yet submitted"
 type ControllerRevision struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -1,0 +1,312 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dcontroller/dcontroller/pkg/dbsp"
+	"github.com/dcontroller/dcontroller/pkg/expression"
+)
+
+// Options configures Compile.
+type Options struct {
+	// Path is the spec path of the pipeline, e.g.
+	// `spec.controllers[0].pipeline`. It prefixes every compile and
+	// evaluation error.
+	Path string
+	// Trace, if set, is called by Process and Evaluate with each stage's
+	// output delta (Evaluate: output collection) after the stage ran; stage
+	// is the stage's spec path, e.g. `spec.controllers[0].pipeline[1]`. The
+	// Z-set must not be modified.
+	Trace func(stage string, delta *dbsp.ZSet)
+}
+
+// Pipeline is a compiled pipeline: a dbsp circuit from the source
+// collections to the output collection. It keeps the integrated state of
+// its non-linear stages (joins, @gather, @groupBy, @distinct) and is not safe
+// for concurrent use.
+type Pipeline struct {
+	sources []string
+	opts    Options
+	join    *joinStage // nil with a single source
+	stages  []stage
+}
+
+// stage is a compiled unary stage.
+type stage struct {
+	path string
+	op   dbsp.Operator
+}
+
+// Stage names and their aliases.
+const (
+	opJoin     = "@join"
+	opSelect   = "@select"
+	opProject  = "@project"
+	opUnwind   = "@unwind"
+	opDemux    = "@demux"
+	opGather   = "@gather"
+	opMux      = "@mux"
+	opGroupBy  = "@groupBy"
+	opDistinct = "@distinct"
+)
+
+// Compile compiles a pipeline spec over the given source kinds.
+//
+// spec is a decoded JSON value: a stage (a map with a single "@stage" key)
+// or a list of stages; nil or an empty list is the identity pipeline of a
+// single source. Numbers may be of any Go numeric type or json.Number.
+// sources are the kinds of the source collections in order, e.g. ["Pod"] or
+// ["Pod", "Service"]; with several sources the pipeline must start with
+// @join, whose subject is the compound document {kind: document, ...}.
+//
+// Errors are *expression.Error values carrying the spec path, e.g.
+// `spec.controllers[0].pipeline[2]: unknown pipeline stage "@frobnicate"`:
+// an unknown stage, a stage that is not a single-key map, a wrong argument
+// shape, an invalid expression, a missing or misplaced @join, duplicate or
+// empty source kinds.
+func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
+	if len(sources) == 0 {
+		return nil, &expression.Error{Path: opts.Path, Err: errors.New("a pipeline needs at least one source")}
+	}
+	for i, s := range sources {
+		if s == "" {
+			return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("source %d has an empty kind", i)}
+		}
+		if slices.Contains(sources[:i], s) {
+			return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("duplicate source kind %q", s)}
+		}
+	}
+	p := &Pipeline{sources: slices.Clone(sources), opts: opts}
+
+	var specs []any
+	var paths []string
+	norm := expression.Normalize(spec)
+	if norm == nil && spec != nil {
+		return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("a pipeline must be a stage or a list of stages, got %T", spec)}
+	}
+	switch s := norm.(type) {
+	case nil:
+	case []any:
+		specs = s
+		for i := range s {
+			paths = append(paths, expression.Index(opts.Path, i))
+		}
+	case map[string]any:
+		specs, paths = []any{s}, []string{opts.Path}
+	default:
+		return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("a pipeline must be a stage or a list of stages, got %s", typeName(s))}
+	}
+
+	for i, st := range specs {
+		name, arg, err := stageOf(st, paths[i])
+		if err != nil {
+			return nil, err
+		}
+		if name == opJoin {
+			switch {
+			case len(sources) < 2:
+				return nil, &expression.Error{Path: paths[i], Err: fmt.Errorf("@join needs at least two sources, have %d", len(sources))}
+			case i > 0:
+				return nil, &expression.Error{Path: paths[i], Err: errors.New("@join must be the first stage")}
+			}
+			if p.join, err = compileJoin(arg, paths[i], p.sources); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if i == 0 && len(sources) > 1 {
+			return nil, &expression.Error{Path: paths[i], Err: fmt.Errorf("a pipeline over several sources (%s) must start with @join", strings.Join(sources, ", "))}
+		}
+		op, err := compileStage(name, arg, paths[i])
+		if err != nil {
+			return nil, err
+		}
+		p.stages = append(p.stages, stage{path: paths[i], op: op})
+	}
+	if len(sources) > 1 && p.join == nil {
+		return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("a pipeline over several sources (%s) must start with @join", strings.Join(sources, ", "))}
+	}
+	return p, nil
+}
+
+// stageOf splits a stage spec into its name and argument.
+func stageOf(spec any, path string) (string, any, error) {
+	m, ok := spec.(map[string]any)
+	if !ok || len(m) != 1 {
+		return "", nil, &expression.Error{Path: path, Err: fmt.Errorf("a pipeline stage must be a map with a single \"@stage\" key, got %s", describeShape(spec))}
+	}
+	var name string
+	var arg any
+	for name, arg = range m {
+	}
+	return name, arg, nil
+}
+
+// Sources returns the source kinds of the pipeline in order.
+func (p *Pipeline) Sources() []string { return slices.Clone(p.sources) }
+
+// inputs checks the keys of a per-kind input map.
+func (p *Pipeline) inputs(in map[string]*dbsp.ZSet) error {
+	for kind := range in {
+		if !slices.Contains(p.sources, kind) {
+			return &expression.Error{Path: p.opts.Path, Err: fmt.Errorf("unknown source kind %q (sources: %s)", kind, strings.Join(p.sources, ", "))}
+		}
+	}
+	return nil
+}
+
+func input(in map[string]*dbsp.ZSet, kind string) *dbsp.ZSet {
+	if z := in[kind]; z != nil {
+		return z
+	}
+	return dbsp.NewZSet()
+}
+
+// Process is one incremental step of the circuit: it takes the changes of
+// the source collections in this step, keyed by source kind (missing kinds
+// did not change), and returns the change of the output collection, as a
+// consolidated Z-set (an update of an output document shows as its old
+// version with weight -1 and its new version with weight +1). The input
+// Z-sets are not modified and the result is owned by the caller.
+//
+// A key that is not a source kind is an error, and nothing is processed.
+// Per-document evaluation errors (a failing expression, a @select that is
+// not a bool, an @unwind of a non-list) do not stop processing: the failing
+// document contributes nothing, in Process and in Evaluate alike, so the
+// state stays consistent; Process returns the output of the other documents
+// together with the joined errors, each carrying its spec path.
+func (p *Pipeline) Process(deltas map[string]*dbsp.ZSet) (*dbsp.ZSet, error) {
+	if err := p.inputs(deltas); err != nil {
+		return nil, err
+	}
+	return p.run(deltas, true)
+}
+
+// Evaluate is the snapshot twin of Process: it computes the whole output
+// collection from the whole source collections, keyed by source kind,
+// without reading or changing the incremental state. Errors are as for
+// Process.
+func (p *Pipeline) Evaluate(state map[string]*dbsp.ZSet) (*dbsp.ZSet, error) {
+	if err := p.inputs(state); err != nil {
+		return nil, err
+	}
+	return p.run(state, false)
+}
+
+func (p *Pipeline) run(in map[string]*dbsp.ZSet, incremental bool) (*dbsp.ZSet, error) {
+	var errs []error
+	var cur *dbsp.ZSet
+	if p.join != nil {
+		var err error
+		cur, err = p.join.run(in, incremental)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p.trace(p.join.path, cur)
+	} else {
+		cur = input(in, p.sources[0])
+		if len(p.stages) == 0 {
+			cur = cur.Clone()
+		}
+	}
+	for _, st := range p.stages {
+		var err error
+		if incremental {
+			cur, err = st.op.Step(cur)
+		} else {
+			cur, err = st.op.Snapshot(cur)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p.trace(st.path, cur)
+	}
+	return cur, errors.Join(errs...)
+}
+
+func (p *Pipeline) trace(path string, z *dbsp.ZSet) {
+	if p.opts.Trace != nil {
+		p.opts.Trace(path, z)
+	}
+}
+
+// Reset drops the incremental state of every stage: the next Process
+// starts from empty source collections.
+func (p *Pipeline) Reset() {
+	if p.join != nil {
+		p.join.reset()
+	}
+	for _, st := range p.stages {
+		st.op.Reset()
+	}
+}
+
+// typeName names the JSON type of a value in error messages.
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "bool"
+	case string:
+		return "string"
+	case []any:
+		return "list"
+	case map[string]any:
+		return "map"
+	case int64, float64:
+		return "number"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func describeShape(v any) string {
+	if m, ok := v.(map[string]any); ok {
+		return fmt.Sprintf("a map with %d keys", len(m))
+	}
+	return "a " + typeName(v)
+}
+
+// docError attaches the identity of the document that failed to err.
+func docError(err error, doc dbsp.Document) error {
+	if err == nil || errors.Is(err, dbsp.ErrSkip) {
+		return err
+	}
+	if id := docID(doc); id != "" {
+		return fmt.Errorf("%w (document %s)", err, id)
+	}
+	return err
+}
+
+// docID is "namespace/name" of an object, or "Kind namespace/name, ..." of a
+// compound join document, or "" when the document has no name.
+func docID(doc dbsp.Document) string {
+	if id := objectID(doc); id != "" {
+		return id
+	}
+	var parts []string
+	for kind, v := range doc {
+		if m, ok := v.(map[string]any); ok {
+			if id := objectID(m); id != "" {
+				parts = append(parts, kind+" "+id)
+			}
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+func objectID(doc dbsp.Document) string {
+	md, _ := doc["metadata"].(map[string]any)
+	name, _ := md["name"].(string)
+	if name == "" {
+		return ""
+	}
+	if ns, _ := md["namespace"].(string); ns != "" {
+		return ns + "/" + name
+	}
+	return name
+}

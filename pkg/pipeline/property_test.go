@@ -1,0 +1,196 @@
+package pipeline
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/dcontroller/dcontroller/pkg/dbsp"
+)
+
+var seeds = []uint64{1, 7, 42, 99, 2024}
+
+const steps = 250
+
+// objects generates random Kubernetes-like objects of one kind. Objects are
+// identified by namespace/name: an update replaces the object of a name
+// with a new version.
+type objects struct {
+	kind string
+	r    *rand.Rand
+	live map[string]dbsp.Document
+	gen  func(r *rand.Rand, ns, name string) dbsp.Document
+	max  int
+}
+
+func (o *objects) state() *dbsp.ZSet {
+	z := dbsp.NewZSet()
+	for _, d := range o.live {
+		z.Insert(d, 1)
+	}
+	return z
+}
+
+func (o *objects) names() []string {
+	var ns []string
+	for n := range o.live {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	return ns
+}
+
+// change adds a random create, update or delete to delta.
+func (o *objects) change(delta *dbsp.ZSet) {
+	names := o.names()
+	switch op := o.r.IntN(10); {
+	case len(names) == 0 || (op < 4 && len(names) < o.max): // create (or replace)
+		ns, name := fmt.Sprintf("ns%d", o.r.IntN(2)), fmt.Sprintf("%s%d", o.kind, o.r.IntN(2*o.max))
+		id := ns + "/" + name
+		if old, ok := o.live[id]; ok {
+			delta.Insert(old, -1)
+		}
+		o.live[id] = o.gen(o.r, ns, name)
+		delta.Insert(o.live[id], 1)
+	case op < 8: // update
+		id := names[o.r.IntN(len(names))]
+		old := o.live[id]
+		md := old["metadata"].(map[string]any)
+		o.live[id] = o.gen(o.r, md["namespace"].(string), md["name"].(string))
+		delta.Insert(old, -1)
+		delta.Insert(o.live[id], 1)
+	default: // delete
+		id := names[o.r.IntN(len(names))]
+		delta.Insert(o.live[id], -1)
+		delete(o.live, id)
+	}
+}
+
+func genPod(r *rand.Rand, ns, name string) dbsp.Document {
+	labels := map[string]any{"tier": []string{"fe", "be"}[r.IntN(2)]}
+	if r.IntN(5) > 0 {
+		labels["app"] = fmt.Sprintf("a%d", r.IntN(3))
+	}
+	containers := make([]any, r.IntN(4))
+	for i := range containers {
+		containers[i] = map[string]any{"name": fmt.Sprintf("c%d", i), "image": fmt.Sprintf("img%d", r.IntN(3))}
+	}
+	return dbsp.Document{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": labels},
+		"spec":     map[string]any{"containers": containers, "nodeName": fmt.Sprintf("Node%d", r.IntN(3)), "replicas": int64(r.IntN(3))},
+		"status":   map[string]any{"podIP": fmt.Sprintf("10.0.0.%d", r.IntN(4))},
+	}
+}
+
+func genService(r *rand.Rand, ns, name string) dbsp.Document {
+	return dbsp.Document{
+		"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"selector": map[string]any{"app": fmt.Sprintf("a%d", r.IntN(3))}},
+	}
+}
+
+func genNode(r *rand.Rand, ns, name string) dbsp.Document {
+	return dbsp.Document{
+		"apiVersion": "v1", "kind": "Node",
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{"zone": fmt.Sprintf("z%d", r.IntN(2))}},
+	}
+}
+
+var generators = map[string]func(*rand.Rand, string, string) dbsp.Document{
+	"Pod": genPod, "Service": genService, "Node": genNode,
+}
+
+func TestPipelineProperty(t *testing.T) {
+	tests := []struct {
+		name    string
+		sources []string
+		spec    string
+	}{
+		{"select", []string{"Pod"}, `{"@select": {"@eq": ["$.metadata.labels.app", "a1"]}}`},
+		{"project", []string{"Pod"}, `{"@project": {"metadata": {"name": "$.metadata.name"}, "n": {"@len": "$.spec.containers"}}}`},
+		{"project list", []string{"Pod"}, `{"@project": [
+			{"metadata": "$.metadata", "app": "$.metadata.labels.app"},
+			{"metadata": {"name": "$.metadata.name"}, "$.metadata.labels.app": "$.app"}]}`},
+		{"select+project", []string{"Pod"}, `[
+			{"@select": {"@gte": [{"@len": "$.spec.containers"}, 1]}},
+			{"@project": {"metadata": {"name": "$.metadata.name", "namespace": "$.metadata.namespace",
+				"annotations": {"images": {"@join": [{"@map": ["$$.image", "$.spec.containers"]}, ","]}}}}}]`},
+		{"unwind", []string{"Pod"}, `{"@unwind": "$.spec.containers"}`},
+		{"gather", []string{"Pod"}, `{"@gather": ["$.metadata.labels.app", "$.spec.nodeName"]}`},
+		{"unwind+gather", []string{"Pod"}, `[
+			{"@project": {"metadata": "$.metadata", "spec": "$.spec", "owner": {"@concat": ["$.metadata.namespace", "/", "$.metadata.name"]}}},
+			{"@unwind": "$.spec.containers"},
+			{"@gather": ["$.owner", "$.spec.containers"]}]`},
+		{"groupBy", []string{"Pod"}, `{"@groupBy": ["$.metadata.labels.app", "$.metadata.name"]}`},
+		{"project+distinct", []string{"Pod"}, `[{"@project": {"app": "$.metadata.labels.app", "node": "$.spec.nodeName"}}, {"@distinct": {}}]`},
+		{"join+project", []string{"Pod", "Service"}, `[
+			{"@join": {"@and": [
+				{"@eq": ["$.Pod.metadata.labels.app", "$.Service.spec.selector.app"]},
+				{"@eq": ["$.Pod.metadata.namespace", "$.Service.metadata.namespace"]}]}},
+			{"@project": {"metadata": {"name": {"@concat": ["$.Service.metadata.name", "-", "$.Pod.metadata.name"]}}, "ip": "$.Pod.status.podIP"}}]`},
+		{"join without keys", []string{"Pod", "Service"}, `[
+			{"@join": {"@selector": ["$.Service.spec.selector", "$.Pod.metadata.labels"]}},
+			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name"}}]`},
+		{"three-way join", []string{"Pod", "Service", "Node"}, `[
+			{"@join": {"@and": [
+				{"@eq": ["$.Service.spec.selector.app", "$.Pod.metadata.labels.app"]},
+				{"@eq": ["$.Node.metadata.name", "$.Pod.spec.nodeName"]},
+				{"@neq": ["$.Node.metadata.labels.zone", "z1"]}]}},
+			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name", "node": "$.Node.metadata.name"}}]`},
+		{"join+groupBy", []string{"Pod", "Service"}, `[
+			{"@join": {"@eq": ["$.Pod.metadata.labels.app", "$.Service.spec.selector.app"]}},
+			{"@groupBy": [{"@concat": ["$.Service.metadata.namespace", "/", "$.Service.metadata.name"]}, "$.Pod.status.podIP"]}]`},
+	}
+	for _, tc := range tests {
+		for _, seed := range seeds {
+			t.Run(fmt.Sprintf("%s/seed%d", tc.name, seed), func(t *testing.T) {
+				p, err := Compile(mustJSON(t, tc.spec), tc.sources, Options{Path: path})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := rand.New(rand.NewPCG(seed, 3))
+				srcs := map[string]*objects{}
+				for _, kind := range tc.sources {
+					srcs[kind] = &objects{kind: kind, r: r, live: map[string]dbsp.Document{}, gen: generators[kind], max: 8}
+				}
+				if o := srcs["Node"]; o != nil {
+					o.max = 2 // names Node0..Node3, as in the pods' spec.nodeName
+				}
+				maxOut := 0
+				out := dbsp.NewIntegrate()
+				for step := 0; step < steps; step++ {
+					deltas := map[string]*dbsp.ZSet{}
+					for n := 1 + r.IntN(3); n > 0; n-- {
+						kind := tc.sources[r.IntN(len(tc.sources))]
+						if deltas[kind] == nil {
+							deltas[kind] = dbsp.NewZSet()
+						}
+						srcs[kind].change(deltas[kind])
+					}
+					d, err := p.Process(deltas)
+					if err != nil {
+						t.Fatalf("step %d: Process: %v", step, err)
+					}
+					state := map[string]*dbsp.ZSet{}
+					for kind, o := range srcs {
+						state[kind] = o.state()
+					}
+					want, err := p.Evaluate(state)
+					if err != nil {
+						t.Fatalf("step %d: Evaluate: %v", step, err)
+					}
+					if got := out.Step(d); !got.Equal(want) {
+						t.Fatalf("step %d: integrated Process output differs from Evaluate:\n got %v\nwant %v", step, got, want)
+					}
+					maxOut = max(maxOut, want.Len())
+				}
+				if maxOut < 2 {
+					t.Fatalf("the output never had more than %d documents: the test checks little", maxOut)
+				}
+			})
+		}
+	}
+}

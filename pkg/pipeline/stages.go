@@ -1,0 +1,339 @@
+package pipeline
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/dcontroller/dcontroller/pkg/dbsp"
+	"github.com/dcontroller/dcontroller/pkg/expression"
+)
+
+// compileStage compiles a unary stage at stagePath, e.g. `pipeline[1]`.
+func compileStage(name string, arg any, stagePath string) (dbsp.Operator, error) {
+	path := expression.Field(stagePath, name) // the path of the argument
+	switch name {
+	case opSelect:
+		return compileSelect(arg, path)
+	case opProject:
+		return compileProject(arg, path)
+	case opUnwind, opDemux:
+		return compileUnwind(name, arg, path)
+	case opGather, opMux:
+		return compileGather(name, arg, path)
+	case opGroupBy:
+		return compileGroupBy(arg, path)
+	case opDistinct:
+		return dbsp.NewDistinct(), nil
+	}
+	return nil, &expression.Error{Path: stagePath, Err: fmt.Errorf("unknown pipeline stage %q", name)}
+}
+
+func eval(e expression.Expression, doc dbsp.Document) (any, error) {
+	return e.Eval(&expression.Context{Subject: doc})
+}
+
+// truth interprets a condition result: true, or false for false and null.
+func truth(v any, path, op string) (bool, error) {
+	switch b := v.(type) {
+	case bool:
+		return b, nil
+	case nil:
+		return false, nil
+	}
+	return false, &expression.Error{Path: path, Op: op, Err: fmt.Errorf("condition must be a bool, got %s", typeName(v))}
+}
+
+// compileSelect compiles `@select <bool expr>` to a lifted filter
+// (linear): documents for which the condition is true pass, false or null
+// drop, anything else is an error.
+func compileSelect(arg any, path string) (dbsp.Operator, error) {
+	cond, err := expression.Parse(arg, path)
+	if err != nil {
+		return nil, err
+	}
+	return dbsp.NewFilter(func(doc dbsp.Document) (bool, error) {
+		v, err := eval(cond, doc)
+		if err == nil {
+			var ok bool
+			if ok, err = truth(v, path, opSelect); err == nil {
+				return ok, nil
+			}
+		}
+		return false, docError(err, doc)
+	}), nil
+}
+
+// compileProject compiles `@project <map | list of maps>` to a lifted map
+// (linear). The map form evaluates the map expression on the document; the
+// list form evaluates each step on the previous step's result. Every step
+// must evaluate to a map.
+func compileProject(arg any, path string) (dbsp.Operator, error) {
+	var steps []expression.Expression
+	var paths []string
+	switch a := arg.(type) {
+	case map[string]any:
+		e, err := expression.Parse(a, path)
+		if err != nil {
+			return nil, err
+		}
+		steps, paths = append(steps, e), append(paths, path)
+	case []any:
+		if len(a) == 0 {
+			return nil, &expression.Error{Path: path, Op: opProject, Err: fmt.Errorf("needs at least one step")}
+		}
+		for i, s := range a {
+			sp := expression.Index(path, i)
+			if _, ok := s.(map[string]any); !ok {
+				return nil, &expression.Error{Path: sp, Op: opProject, Err: fmt.Errorf("a step must be a map, got %s", typeName(s))}
+			}
+			e, err := expression.Parse(s, sp)
+			if err != nil {
+				return nil, err
+			}
+			steps, paths = append(steps, e), append(paths, sp)
+		}
+	default:
+		return nil, &expression.Error{Path: path, Op: opProject, Err: fmt.Errorf("argument must be a map or a list of maps, got %s", typeName(arg))}
+	}
+	return dbsp.NewMap(func(doc dbsp.Document) (dbsp.Document, error) {
+		cur := doc
+		for i, step := range steps {
+			v, err := eval(step, cur)
+			if err != nil {
+				return nil, docError(err, doc)
+			}
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil, docError(&expression.Error{Path: paths[i], Op: opProject, Err: fmt.Errorf("result must be a map, got %s", typeName(v))}, doc)
+			}
+			cur = m
+		}
+		return cur, nil
+	}), nil
+}
+
+// pathArg is a compiled singular JSONPath argument with its setter.
+type pathArg struct {
+	query  *expression.Query
+	setter expression.Setter
+}
+
+func compilePath(arg any, path, op string) (pathArg, error) {
+	s, ok := arg.(string)
+	if !ok {
+		return pathArg{}, &expression.Error{Path: path, Op: op, Err: fmt.Errorf("argument must be a JSONPath string, got %s", typeName(arg))}
+	}
+	e, err := expression.Parse(s, path)
+	if err != nil {
+		return pathArg{}, err
+	}
+	q, ok := expression.QueryOf(e)
+	if !ok || !q.Singular() || q.Root() != "$" {
+		return pathArg{}, &expression.Error{Path: path, Op: op, Err: fmt.Errorf("argument must be a singular JSONPath on $, got %q", s)}
+	}
+	setter, err := expression.ParseSetter(s)
+	if err != nil {
+		return pathArg{}, &expression.Error{Path: path, Op: op, Err: err}
+	}
+	return pathArg{query: q, setter: setter}, nil
+}
+
+// get returns the value at the path, nil when absent.
+func (pa pathArg) get(doc dbsp.Document) any {
+	v, _ := pa.query.Get(doc)
+	return v
+}
+
+// with returns a copy of doc with value set at the path; doc is not
+// modified (the setter copies on write below the top level).
+func (pa pathArg) with(doc dbsp.Document, value any) (dbsp.Document, error) {
+	out := maps.Clone(doc)
+	if out == nil {
+		out = dbsp.Document{}
+	}
+	if err := pa.setter.Set(out, value); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// compileUnwind compiles `@unwind <path>` (alias @demux) to a lifted
+// flat-map (linear): a document whose list at path has n elements becomes n
+// documents, the i-th with the list replaced by its i-th element and
+// metadata.name (when it is a string) suffixed with "-i". A missing, null
+// or empty list yields nothing; any other value is an error.
+func compileUnwind(name string, arg any, path string) (dbsp.Operator, error) {
+	pa, err := compilePath(arg, path, name)
+	if err != nil {
+		return nil, err
+	}
+	return dbsp.NewFlatMap(func(doc dbsp.Document) ([]dbsp.Document, error) {
+		var list []any
+		switch v := pa.get(doc).(type) {
+		case nil:
+			return nil, nil
+		case []any:
+			list = v
+		default:
+			return nil, docError(&expression.Error{Path: path, Op: name, Err: fmt.Errorf("%s is a %s, not a list", pa.query, typeName(v))}, doc)
+		}
+		md, _ := doc["metadata"].(map[string]any)
+		docName, hasName := md["name"].(string)
+		out := make([]dbsp.Document, 0, len(list))
+		for i, elem := range list {
+			d, err := pa.with(doc, elem)
+			if err != nil {
+				return nil, docError(&expression.Error{Path: path, Op: name, Err: err}, doc)
+			}
+			if hasName {
+				m, _ := d["metadata"].(map[string]any)
+				m = maps.Clone(m)
+				m["name"] = docName + "-" + strconv.Itoa(i)
+				d["metadata"] = m
+			}
+			out = append(out, d)
+		}
+		return out, nil
+	}), nil
+}
+
+// groupArgs compiles the [key, value] argument of @gather and @groupBy.
+func groupArgs(arg any, path, op string) (key expression.Expression, value any, valuePath string, err error) {
+	l, ok := arg.([]any)
+	if !ok || len(l) != 2 {
+		return nil, nil, "", &expression.Error{Path: path, Op: op, Err: fmt.Errorf("argument must be a list [key, value], got %s", describeLen(arg))}
+	}
+	if key, err = expression.Parse(l[0], expression.Index(path, 0)); err != nil {
+		return nil, nil, "", err
+	}
+	return key, l[1], expression.Index(path, 1), nil
+}
+
+func describeLen(v any) string {
+	if l, ok := v.([]any); ok {
+		return fmt.Sprintf("a list of %d", len(l))
+	}
+	return "a " + typeName(v)
+}
+
+// groupKey returns a KeyFunc evaluating key; documents whose key is null
+// (or missing) belong to no group and are dropped.
+func groupKey(key expression.Expression) dbsp.KeyFunc {
+	return func(doc dbsp.Document) (any, error) {
+		k, err := eval(key, doc)
+		if err != nil {
+			return nil, docError(err, doc)
+		}
+		if k == nil {
+			return nil, dbsp.ErrSkip
+		}
+		return k, nil
+	}
+}
+
+// members returns the documents of a group in the deterministic order of
+// @gather and @groupBy, each repeated by its (positive) weight: by
+// metadata.namespace, then metadata.name, then the canonical order of
+// documents.
+func members(group *dbsp.ZSet) []dbsp.Document {
+	type member struct {
+		ns, name string
+		doc      dbsp.Document
+		weight   int
+	}
+	ms := make([]member, 0, group.Len())
+	group.Range(func(doc dbsp.Document, w int) bool {
+		if w > 0 {
+			md, _ := doc["metadata"].(map[string]any)
+			ns, _ := md["namespace"].(string)
+			name, _ := md["name"].(string)
+			ms = append(ms, member{ns: ns, name: name, doc: doc, weight: w})
+		}
+		return true
+	})
+	slices.SortFunc(ms, func(a, b member) int {
+		if c := cmp.Compare(a.ns, b.ns); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return dbsp.Compare(a.doc, b.doc)
+	})
+	out := make([]dbsp.Document, 0, len(ms))
+	for _, m := range ms {
+		for range m.weight {
+			out = append(out, m.doc)
+		}
+	}
+	return out
+}
+
+// compileGather compiles `@gather [key, value]` (alias @mux) to an
+// incremental grouped aggregate: documents are grouped by the key
+// expression (null keys are dropped); each group yields its first document
+// (see members) with the list of the group members' non-null values at the
+// value path (a singular JSONPath) set at that path.
+func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
+	key, value, valuePath, err := groupArgs(arg, path, name)
+	if err != nil {
+		return nil, err
+	}
+	pa, err := compilePath(value, valuePath, name)
+	if err != nil {
+		return nil, err
+	}
+	return dbsp.NewGroupBy(groupKey(key), func(_ any, group *dbsp.ZSet) (dbsp.Document, error) {
+		docs := members(group)
+		if len(docs) == 0 {
+			return nil, nil
+		}
+		values := make([]any, 0, len(docs))
+		for _, d := range docs {
+			if v := pa.get(d); v != nil {
+				values = append(values, v)
+			}
+		}
+		out, err := pa.with(docs[0], values)
+		if err != nil {
+			return nil, docError(&expression.Error{Path: valuePath, Op: name, Err: err}, docs[0])
+		}
+		return out, nil
+	}), nil
+}
+
+// compileGroupBy compiles `@groupBy [key, value]` to an incremental grouped
+// aggregate: documents are grouped by the key expression (null keys are
+// dropped); each group yields {"key": key, "values": [value, ...]} with
+// the non-null values of the value expression over the group's members in
+// the order of members.
+func compileGroupBy(arg any, path string) (dbsp.Operator, error) {
+	key, value, valuePath, err := groupArgs(arg, path, opGroupBy)
+	if err != nil {
+		return nil, err
+	}
+	val, err := expression.Parse(value, valuePath)
+	if err != nil {
+		return nil, err
+	}
+	return dbsp.NewGroupBy(groupKey(key), func(k any, group *dbsp.ZSet) (dbsp.Document, error) {
+		docs := members(group)
+		if len(docs) == 0 {
+			return nil, nil
+		}
+		values := make([]any, 0, len(docs))
+		for _, d := range docs {
+			v, err := eval(val, d)
+			if err != nil {
+				return nil, docError(err, d)
+			}
+			if v != nil {
+				values = append(values, v)
+			}
+		}
+		return dbsp.Document{"key": k, "values": values}, nil
+	}), nil
+}
