@@ -43,7 +43,8 @@ func runStart(ctx context.Context, f *managerFlags) error {
 	if err != nil {
 		return err
 	}
-	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log.WithName("operator")}
+	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log.WithName("operator"),
+		Recorder: mgr.GetEventRecorder("dcontroller")}
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}

@@ -294,10 +294,22 @@ func (c *Controller) Pending() int {
 	return len(c.failed)
 }
 
-func (c *Controller) recordError(err error) {
+// call runs one target API call and counts it by operation and result.
+func (c *Controller) call(op string, f func() error) error {
+	err := f()
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	TargetWrites.WithLabelValues(c.opts.Operator, c.name, op, result).Inc()
+	return err
+}
+
+func (c *Controller) recordError(kind string, err error) {
 	if err == nil {
 		return
 	}
+	Errors.WithLabelValues(c.opts.Operator, c.name, kind).Inc()
 	c.opts.Logger.Error(err, "controller error", "controller", c.name)
 	c.errs = append(c.errs, opv1a1.ErrorRecord{Time: metav1.NewTime(c.opts.Now().UTC().Truncate(time.Second)), Message: err.Error()})
 	if len(c.errs) > MaxErrors {
@@ -379,14 +391,20 @@ func (c *Controller) HandleBatch(ctx context.Context, changes []Change) error {
 		return nil
 	}
 	c.counters.Deltas += int64(len(changes))
+	DeltasIn.WithLabelValues(c.opts.Operator, c.name).Add(float64(len(changes)))
 	return c.process(ctx, deltas)
 }
 
 func (c *Controller) process(ctx context.Context, deltas map[string]*dbsp.ZSet) error {
+	start := time.Now()
 	out, perr := c.pipe.Process(deltas)
+	PipelineSeconds.WithLabelValues(c.opts.Operator, c.name).Observe(time.Since(start).Seconds())
+	if out != nil {
+		DeltasOut.WithLabelValues(c.opts.Operator, c.name).Add(float64(out.Len()))
+	}
 	var errs []error
 	if perr != nil {
-		c.recordError(perr)
+		c.recordError("pipeline", perr)
 		errs = append(errs, perr)
 	}
 	if out == nil {
@@ -397,7 +415,7 @@ func (c *Controller) process(ctx context.Context, deltas map[string]*dbsp.ZSet) 
 		key, err := object.KeyOf(e.Doc)
 		if err != nil {
 			err = fmt.Errorf("%s.pipeline: output %s", c.path, err)
-			c.recordError(err)
+			c.recordError("output", err)
 			errs = append(errs, err)
 			continue
 		}
@@ -442,7 +460,7 @@ func sortedKeys(m map[object.Key]bool) []object.Key {
 func (c *Controller) sync(ctx context.Context, key object.Key) error {
 	desired, derr := c.desired(key)
 	if derr != nil {
-		c.recordError(derr)
+		c.recordError("output", derr)
 	}
 	var err error
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
@@ -450,6 +468,9 @@ func (c *Controller) sync(ctx context.Context, key object.Key) error {
 		wrote, err = c.write(ctx, key, desired)
 		if wrote && err == nil {
 			c.counters.Writes++
+		}
+		if !wrote && err == nil {
+			TargetSkipped.WithLabelValues(c.opts.Operator, c.name).Inc()
 		}
 		if err == nil || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
 			break
@@ -465,7 +486,7 @@ func (c *Controller) sync(ctx context.Context, key object.Key) error {
 		c.counters.WriteErrors++
 		c.failed[key] = true
 		err = fmt.Errorf("%s.target: %s %s: %w", c.path, c.target.GVK.Kind, key, err)
-		c.recordError(err)
+		c.recordError("write", err)
 		return errors.Join(derr, err)
 	}
 	delete(c.failed, key)
@@ -593,7 +614,7 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 			// Not ours to delete (it existed before this controller wrote it).
 			return false, nil
 		}
-		if err := c.opts.Client.Delete(ctx, c.target.GVK, key); err != nil && !apierrors.IsNotFound(err) {
+		if err := c.call("delete", func() error { return c.opts.Client.Delete(ctx, c.target.GVK, key) }); err != nil && !apierrors.IsNotFound(err) {
 			return false, err
 		}
 		return true, nil
@@ -609,7 +630,7 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		obj.SetAnnotations(ann)
 	}
 	if existing == nil {
-		if err := c.opts.Client.Create(ctx, obj); err != nil {
+		if err := c.call("create", func() error { return c.opts.Client.Create(ctx, obj) }); err != nil {
 			return false, err
 		}
 		c.written[key] = obj.Object
@@ -626,7 +647,7 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		return false, nil
 	}
 	obj.SetResourceVersion(existing.GetResourceVersion())
-	if err := c.opts.Client.Update(ctx, obj); err != nil {
+	if err := c.call("update", func() error { return c.opts.Client.Update(ctx, obj) }); err != nil {
 		return false, err
 	}
 	c.written[key] = obj.Object
@@ -672,7 +693,7 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 	if err != nil {
 		return false, err
 	}
-	if err := c.opts.Client.Patch(ctx, c.target.GVK, key, b); err != nil {
+	if err := c.call("patch", func() error { return c.opts.Client.Patch(ctx, c.target.GVK, key, b) }); err != nil {
 		if desired == nil {
 			c.written[key] = prev
 		}
@@ -690,7 +711,7 @@ func (c *Controller) patchOrCreate(ctx context.Context, key object.Key, desired 
 		if existing == nil {
 			obj := &unstructured.Unstructured{Object: object.StripServerFields(desired)}
 			obj.SetGroupVersionKind(c.target.GVK)
-			if err := c.opts.Client.Create(ctx, obj); err != nil {
+			if err := c.call("create", func() error { return c.opts.Client.Create(ctx, obj) }); err != nil {
 				return false, err
 			}
 			patch := object.StripServerFields(desired)
@@ -726,7 +747,7 @@ func (c *Controller) apply(ctx context.Context, key object.Key, desired map[stri
 		}
 	}
 	// Applying only the identity releases every field this manager owned.
-	if err := c.opts.Client.Apply(ctx, obj, FieldManager(c.opts.Operator)); err != nil {
+	if err := c.call("apply", func() error { return c.opts.Client.Apply(ctx, obj, FieldManager(c.opts.Operator)) }); err != nil {
 		if desired == nil && apierrors.IsNotFound(err) {
 			delete(c.written, key)
 			return false, nil

@@ -5,12 +5,15 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -29,6 +32,10 @@ type Reconciler struct {
 	Client  client.Client
 	Runtime *Runtime
 	Logger  logr.Logger
+	// Recorder, when set, receives Kubernetes Events on the Operator: Started
+	// when it (re)starts, InvalidController for a controller that cannot run,
+	// ControllerError for each new controller error.
+	Recorder events.EventRecorder
 	// ctx is the manager's context; operators live as long as it does.
 	ctx context.Context
 }
@@ -62,7 +69,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if runCtx == nil {
 		runCtx = ctx
 	}
-	r.Runtime.Upsert(runCtx, op)
+	started := r.Runtime.Upsert(runCtx, op)
+	if started && r.Recorder != nil {
+		st, _ := r.Runtime.Status(op.Name, op.Generation)
+		ready := 0
+		for _, cs := range st.Controllers {
+			if c := meta.FindStatusCondition(cs.Conditions, "Ready"); c != nil && c.Status == metav1.ConditionTrue {
+				ready++
+			} else if c != nil && c.Reason != ReasonWriteFailed {
+				r.Recorder.Eventf(op, nil, corev1.EventTypeWarning, "InvalidController", "Start", "controller %s: %s", cs.Name, c.Message)
+			}
+		}
+		r.Recorder.Eventf(op, nil, corev1.EventTypeNormal, "Started", "Start", "operator started with %d of %d controllers running (generation %d)", ready, len(st.Controllers), op.Generation)
+	}
 	if err := r.updateStatus(ctx, op); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return ctrl.Result{Requeue: true}, nil
@@ -95,6 +114,19 @@ func (r *Reconciler) updateStatus(ctx context.Context, op *opv1a1.Operator) erro
 	next.Status = st
 	if equality.Semantic.DeepEqual(op.Status, next.Status) {
 		return nil
+	}
+	if r.Recorder != nil {
+		for _, cs := range st.Controllers {
+			seen := map[string]bool{}
+			for _, e := range old[cs.Name].LastErrors {
+				seen[e.Time.String()+e.Message] = true
+			}
+			for _, e := range cs.LastErrors {
+				if !seen[e.Time.String()+e.Message] {
+					r.Recorder.Eventf(op, nil, corev1.EventTypeWarning, "ControllerError", "Reconcile", "controller %s: %s", cs.Name, e.Message)
+				}
+			}
+		}
 	}
 	return r.Client.Status().Update(ctx, next)
 }

@@ -31,6 +31,7 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 	ReasonStartFailed = "StartFailed"
 	ReasonWriteFailed = "WriteFailed"
+	ReasonForbidden   = "Forbidden"
 )
 
 // maxBatch bounds how many queued changes a controller processes in one
@@ -72,6 +73,7 @@ func NewRuntime(opts RuntimeOptions) *Runtime {
 	if r.views == nil {
 		r.views = view.NewStore()
 	}
+	views.add(r.views)
 	if opts.Client != nil {
 		r.kube = kubeClient{c: opts.Client}
 	}
@@ -87,8 +89,9 @@ type running struct {
 	cancel     context.CancelFunc
 	done       sync.WaitGroup
 	ctrls      []*runningController
-	invalid    map[string]error // controller name -> compile/start error
-	order      []string         // controller names in spec order
+	invalid    map[string]error  // controller name -> compile/start error
+	reasons    map[string]string // controller name -> condition reason of invalid
+	order      []string          // controller names in spec order
 	since      map[string]metav1.Time
 }
 
@@ -107,16 +110,18 @@ type runningController struct {
 // Upsert starts the operator, or restarts its controllers when the spec's
 // generation differs from the running one. Controllers that do not compile
 // are reported in the status as Ready=False; the others run.
-func (r *Runtime) Upsert(ctx context.Context, op *opv1a1.Operator) {
+// It reports whether the operator was (re)started.
+func (r *Runtime) Upsert(ctx context.Context, op *opv1a1.Operator) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur, ok := r.operators[op.Name]; ok {
 		if cur.generation == op.Generation && op.Generation != 0 {
-			return
+			return false
 		}
 		r.stopLocked(cur, false)
 	}
 	r.operators[op.Name] = r.start(ctx, op)
+	return true
 }
 
 // Delete stops the operator's controllers and drops its views.
@@ -141,10 +146,11 @@ func (r *Runtime) Names() []string {
 	return out
 }
 
-// Stop stops every operator.
+// Stop stops every operator and unregisters the view store from metrics.
 func (r *Runtime) Stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	views.remove(r.views)
 	for n, cur := range r.operators {
 		r.stopLocked(cur, false)
 		delete(r.operators, n)
@@ -160,6 +166,9 @@ func (r *Runtime) stopLocked(cur *running, dropViews bool) {
 		rc.queue.ShutDown()
 	}
 	cur.done.Wait()
+	for _, name := range cur.order {
+		controller.DeleteMetrics(cur.name, name)
+	}
 	if dropViews {
 		group := opv1a1.ViewGroup(cur.name)
 		for _, gvk := range r.views.Kinds() {
@@ -191,7 +200,7 @@ func (r *Runtime) resolveVersion(group, kind string) (string, error) {
 func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 	ctx, cancel := context.WithCancel(parent)
 	run := &running{name: op.Name, generation: op.Generation, cancel: cancel,
-		invalid: map[string]error{}, since: map[string]metav1.Time{}}
+		invalid: map[string]error{}, reasons: map[string]string{}, since: map[string]metav1.Time{}}
 	log := r.opts.Logger.WithValues("operator", op.Name)
 	client := routerClient{views: controller.StoreClient{Store: r.views}, kube: r.kube}
 	seen := map[string]bool{}
@@ -217,9 +226,17 @@ func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 			log.Error(err, "invalid controller", "controller", name)
 			continue
 		}
+		if err := r.checkAccess(ctx, c); err != nil {
+			err = fmt.Errorf("spec.controllers[%d].%w", i, err)
+			run.invalid[name] = err
+			run.reasons[name] = ReasonForbidden
+			log.Error(err, "controller lacks RBAC permissions", "controller", name)
+			continue
+		}
 		rc := &runningController{c: c, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[itemKey]())}
 		if err := r.startController(ctx, run, rc); err != nil {
 			run.invalid[name] = err
+			run.reasons[name] = ReasonStartFailed
 			log.Error(err, "controller failed to start", "controller", name)
 			for _, f := range rc.stop {
 				f()
@@ -441,7 +458,11 @@ func (r *Runtime) Status(name string, generation int64) (opv1a1.OperatorStatus, 
 		cs := opv1a1.ControllerStatus{Name: name}
 		cond := metav1.Condition{Type: "Ready", ObservedGeneration: generation, LastTransitionTime: run.since[name]}
 		if err, bad := run.invalid[name]; bad {
-			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonInvalidSpec, err.Error()
+			reason := run.reasons[name]
+			if reason == "" {
+				reason = ReasonInvalidSpec
+			}
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reason, err.Error()
 			cs.LastErrors = []opv1a1.ErrorRecord{{Time: run.since[name], Message: err.Error()}}
 		} else if rc := byName[name]; rc != nil {
 			cs.LastErrors = rc.c.Errors()

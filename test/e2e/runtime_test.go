@@ -224,5 +224,14 @@ spec:
 		}
 		return ""
 	})
+	eventually(t, 20*time.Second, func() string {
+		out, err := kubectl(t, "", "get", "events", "-n", "default", "--field-selector", "involvedObject.name=half-broken",
+			"-o", `jsonpath={range .items[*]}{.type} {.reason} {.note}{.message}{"\n"}{end}`)
+		if err != nil || !strings.Contains(out, "Warning InvalidController controller broken: spec.controllers[0].pipeline[1]") ||
+			!strings.Contains(out, "Normal Started operator started with 1 of 2 controllers running") {
+			return fmt.Sprintf("events:\n%s(err %v)", out, err)
+		}
+		return ""
+	})
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "half-broken")
 }

@@ -86,13 +86,20 @@ func run(m *testing.M) int {
 // or the returned stop function ends it.
 func startManager(t *testing.T) (stop func()) {
 	t.Helper()
+	return startManagerWith(t, operator.ManagerOptions{})
+}
+
+// startManagerWith is startManager with options (e.g. a metrics address).
+func startManagerWith(t *testing.T, opts operator.ManagerOptions) (stop func()) {
+	t.Helper()
 	log := ctrl.Log.WithName(t.Name())
-	mgr, rt, err := operator.NewManager(restConfig, operator.ManagerOptions{Logger: log})
+	opts.Logger = log
+	mgr, rt, err := operator.NewManager(restConfig, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log}
+	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log, Recorder: mgr.GetEventRecorder("dcontroller")}
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		cancel()
 		t.Fatal(err)

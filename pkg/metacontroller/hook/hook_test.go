@@ -101,7 +101,13 @@ func TestWebhookFailures(t *testing.T) {
 		reason: ReasonInvalidResponse, errPart: `unknown field "childs"`,
 	}, {
 		name:    "timeout",
-		handler: func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
+		handler: func(_ http.ResponseWriter, r *http.Request) {
+			_, _ = io.ReadAll(r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(3 * time.Second):
+			}
+		},
 		spec: func(url string) *mcv1a1.Hook {
 			h := webhookSpec(url)
 			h.Webhook.Timeout = &metav1.Duration{Duration: 200 * time.Millisecond}

@@ -1,0 +1,271 @@
+package metacontroller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+)
+
+// deps are the parts of the manager a dynamic controller uses.
+type deps struct {
+	client   client.Client
+	reader   client.Reader
+	cache    cache.Cache
+	mapper   meta.RESTMapper
+	recorder recorder.EventRecorder
+	log      logr.Logger
+	workers  int
+}
+
+// resource is a resolved resource rule.
+type resource struct {
+	gvr        schema.GroupVersionResource
+	gvk        schema.GroupVersionKind
+	namespaced bool
+}
+
+// resolve maps apiVersion and a plural resource name to the kind and scope,
+// through the RESTMapper (discovery). path prefixes errors.
+func (d *deps) resolve(apiVersion, res, path string) (resource, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return resource{}, fmt.Errorf("%s.apiVersion: %w", path, err)
+	}
+	if res == "" {
+		return resource{}, fmt.Errorf("%s.resource: required", path)
+	}
+	gvr := gv.WithResource(res)
+	gvk, err := d.mapper.KindFor(gvr)
+	if err != nil {
+		return resource{}, fmt.Errorf("%s: resource %q in %q: %w", path, res, apiVersion, err)
+	}
+	m, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return resource{}, fmt.Errorf("%s: resource %q in %q: %w", path, res, apiVersion, err)
+	}
+	return resource{gvr: gvr, gvk: gvk, namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
+}
+
+// errRequeue asks the worker to retry after a delay without counting a
+// failure (e.g. a related watch that has not synced yet).
+type errRequeue struct{ after time.Duration }
+
+func (e errRequeue) Error() string { return fmt.Sprintf("requeue after %s", e.after) }
+
+// parentState is what a controller remembers about one parent.
+type parentState struct {
+	// fingerprint of the observed state at the last successful sync.
+	fingerprint string
+	// forced: the next sync calls the hook even if nothing changed.
+	forced bool
+	// customize caches the customize hook's answer.
+	customizeKey string
+	related      []relatedRule
+}
+
+// engine is the part shared by composite and decorator controllers: a
+// work queue of parents, workers, watches, expectations and per-parent
+// state.
+type engine struct {
+	deps
+	// name labels metrics: "<kind>/<name>".
+	name  string
+	queue workqueue.TypedRateLimitingInterface[parentKey]
+	exp   *expectations
+	sync  func(ctx context.Context, pk parentKey) error
+
+	mu      sync.Mutex
+	states  map[parentKey]*parentState
+	watches []*watch
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+func newEngine(d deps, name string) *engine {
+	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[parentKey](250*time.Millisecond, 2*time.Minute)
+	return &engine{
+		deps:   d,
+		name:   name,
+		queue:  workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[parentKey]{}),
+		exp:    newExpectations(),
+		states: map[parentKey]*parentState{},
+	}
+}
+
+func (e *engine) state(pk parentKey) *parentState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.states[pk]
+	if s == nil {
+		s = &parentState{}
+		e.states[pk] = s
+	}
+	return s
+}
+
+func (e *engine) dropState(pk parentKey) {
+	e.mu.Lock()
+	delete(e.states, pk)
+	e.mu.Unlock()
+	e.exp.forget(pk)
+}
+
+// enqueue schedules a sync of pk.
+func (e *engine) enqueue(pk parentKey) { e.queue.Add(pk) }
+
+// enqueueForced schedules a sync of pk that calls the hook even when the
+// observed state did not change (resyncs).
+func (e *engine) enqueueForced(pk parentKey) {
+	e.state(pk).forced = true
+	e.queue.Add(pk)
+}
+
+// observed routes an event that concerns pk through the expectations.
+func (e *engine) observed(pk parentKey, obj *unstructured.Unstructured, deleted bool) {
+	if e.exp.observe(pk, obj, deleted) {
+		e.enqueue(pk)
+	}
+}
+
+// watch starts a watch and keeps it for stop.
+func (e *engine) watch(ctx context.Context, gvk schema.GroupVersionKind, fn eventFunc) (*watch, error) {
+	w, err := startWatch(ctx, e.cache, gvk, fn)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.watches = append(e.watches, w)
+	e.mu.Unlock()
+	return w, nil
+}
+
+// start waits for the watches to deliver their initial lists, then runs
+// the workers until stop.
+func (e *engine) start(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	e.cancel = cancel
+	for {
+		e.mu.Lock()
+		all := true
+		for _, w := range e.watches {
+			if !w.synced() {
+				all = false
+			}
+		}
+		e.mu.Unlock()
+		if all {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	workers := e.workers
+	if workers <= 0 {
+		workers = 1
+	}
+	for i := 0; i < workers; i++ {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			for e.work(ctx) {
+			}
+		}()
+	}
+	return nil
+}
+
+// every runs fn every period until stop.
+func (e *engine) every(ctx context.Context, period time.Duration, fn func()) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn()
+			}
+		}
+	}()
+}
+
+func (e *engine) work(ctx context.Context) bool {
+	pk, shutdown := e.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer e.queue.Done(pk)
+	err := e.sync(ctx, pk)
+	var rq errRequeue
+	switch {
+	case err == nil:
+		e.queue.Forget(pk)
+	case errors.As(err, &rq):
+		e.queue.Forget(pk)
+		e.queue.AddAfter(pk, rq.after)
+	case ctx.Err() != nil:
+	default:
+		e.log.V(1).Info("sync failed, retrying with backoff", "parent", pk.String(), "error", err.Error())
+		e.queue.AddRateLimited(pk)
+	}
+	return true
+}
+
+// stop removes the event handlers and stops the workers; it leaves every
+// object alone.
+func (e *engine) stop() {
+	e.mu.Lock()
+	ws := e.watches
+	e.watches = nil
+	e.mu.Unlock()
+	for _, w := range ws {
+		w.stop()
+	}
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.queue.ShutDown()
+	e.wg.Wait()
+}
+
+// fingerprint summarises an observed state: every object by identity and
+// resourceVersion, plus flags.
+func fingerprint(flags string, objs ...[]*unstructured.Unstructured) string {
+	var lines []string
+	for _, group := range objs {
+		for _, o := range group {
+			if o == nil {
+				continue
+			}
+			lines = append(lines, o.GetAPIVersion()+"|"+o.GetKind()+"|"+o.GetNamespace()+"|"+o.GetName()+"|"+string(o.GetUID())+"|"+o.GetResourceVersion())
+		}
+	}
+	sort.Strings(lines)
+	h := sha256.New()
+	h.Write([]byte(flags))
+	for _, l := range lines {
+		h.Write([]byte{'\n'})
+		h.Write([]byte(l))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,179 @@
+package metacontroller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/apply"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/hook"
+)
+
+// Condition of a parent whose hook fails.
+const (
+	// ConditionSynced is the type of the condition dcontroller sets in a
+	// parent's status.conditions while its hook fails (status False); the
+	// hook's own status replaces it on the next successful sync.
+	ConditionSynced = "Synced"
+)
+
+// writes collects the resourceVersions of a sync's writes, for the
+// expectations.
+type writes map[objRef]string
+
+func (w writes) add(o *unstructured.Unstructured) { w[refOf(o)] = o.GetResourceVersion() }
+func (w writes) deleted(o *unstructured.Unstructured) { w[refOf(o)] = deletedRV }
+
+// writeStatus replaces parent's status with status plus observedGeneration
+// (the Metacontroller convention), through the status subresource, or the
+// main resource for kinds without one. No write when the status is
+// unchanged; a nil status leaves it alone.
+func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructured, status map[string]any, w writes) error {
+	if status == nil {
+		return nil
+	}
+	next := runtime.DeepCopyJSON(status)
+	next["observedGeneration"] = parent.GetGeneration()
+	cur, _ := parent.Object["status"].(map[string]any)
+	if apply.Equal(cur, next) {
+		return nil
+	}
+	obj := parent.DeepCopy()
+	obj.Object["status"] = next
+	if err := e.updateStatus(ctx, obj); err != nil {
+		return fmt.Errorf("updating the status of %s %s: %w", parent.GetKind(), describe(parent), err)
+	}
+	w.add(obj)
+	writesTotal.WithLabelValues(e.name, "status").Inc()
+	return nil
+}
+
+// updateStatus writes obj's status through the status subresource, falling
+// back to an update of the whole object when the kind has none.
+func (e *engine) updateStatus(ctx context.Context, obj *unstructured.Unstructured) error {
+	err := e.client.Status().Update(ctx, obj)
+	if apierrors.IsNotFound(err) {
+		probe := &unstructured.Unstructured{}
+		probe.SetGroupVersionKind(obj.GroupVersionKind())
+		if gerr := e.reader.Get(ctx, keyOf(obj), probe); gerr == nil {
+			// The object exists: the kind has no status subresource.
+			return e.client.Update(ctx, obj)
+		}
+	}
+	return err
+}
+
+func describe(o metav1.Object) string {
+	if o.GetNamespace() == "" {
+		return o.GetName()
+	}
+	return o.GetNamespace() + "/" + o.GetName()
+}
+
+// hookFailed reports a failed hook call on the parent: a Warning Event and
+// a Synced=False condition merged into its status (other status fields are
+// kept; no write when the condition is already there). It returns the
+// original error for the retry.
+func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructured.Unstructured, hookName string, err error) error {
+	reason := hook.ReasonOf(err)
+	if reason == "" {
+		reason = "Error"
+	}
+	evReason := hookName + "HookFailed"
+	e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, evReason, "Sync", "%s hook failed (%s): %v", hookName, reason, err)
+	e.log.Info("hook failed", "parent", pk.String(), "hook", hookName, "reason", reason, "error", err.Error())
+	syncsTotal.WithLabelValues(e.name, "failed").Inc()
+
+	cond := metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionFalse, Reason: evReason,
+		Message: fmt.Sprintf("%s hook failed (%s): %v", hookName, reason, err), ObservedGeneration: parent.GetGeneration()}
+	status, _ := parent.Object["status"].(map[string]any)
+	status = runtime.DeepCopyJSON(status)
+	if status == nil {
+		status = map[string]any{}
+	}
+	conds, _ := status["conditions"].([]any)
+	now := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
+	found := false
+	for i, c := range conds {
+		cm, ok := c.(map[string]any)
+		if !ok || cm["type"] != ConditionSynced {
+			continue
+		}
+		found = true
+		if cm["status"] == string(cond.Status) && cm["reason"] == cond.Reason && cm["message"] == cond.Message {
+			return err
+		}
+		if cm["status"] != string(cond.Status) {
+			cm["lastTransitionTime"] = now
+		}
+		cm["status"], cm["reason"], cm["message"], cm["observedGeneration"] = string(cond.Status), cond.Reason, cond.Message, cond.ObservedGeneration
+		conds[i] = cm
+	}
+	if !found {
+		conds = append(conds, map[string]any{"type": cond.Type, "status": string(cond.Status), "reason": cond.Reason,
+			"message": cond.Message, "observedGeneration": cond.ObservedGeneration, "lastTransitionTime": now})
+	}
+	status["conditions"] = conds
+	obj := parent.DeepCopy()
+	obj.Object["status"] = status
+	if uerr := e.updateStatus(ctx, obj); uerr == nil {
+		w := writes{}
+		w.add(obj)
+		// Our own condition write must not bypass the backoff.
+		e.exp.expect(pk, w, false)
+		writesTotal.WithLabelValues(e.name, "status").Inc()
+	} else {
+		e.log.V(1).Info("could not write the failure condition", "parent", pk.String(), "error", uerr.Error())
+	}
+	return err
+}
+
+// setFinalizer adds (add=true) or removes a finalizer with a JSON merge
+// patch guarded by the observed resourceVersion. It returns the patched
+// object (or parent when nothing was needed).
+func (e *engine) setFinalizer(ctx context.Context, parent *unstructured.Unstructured, name string, add bool, w writes) (*unstructured.Unstructured, error) {
+	fins := parent.GetFinalizers()
+	has := slices.Contains(fins, name)
+	if has == add {
+		return parent, nil
+	}
+	var next []string
+	if add {
+		next = append(slices.Clone(fins), name)
+	} else {
+		for _, f := range fins {
+			if f != name {
+				next = append(next, f)
+			}
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers": next, "resourceVersion": parent.GetResourceVersion()}})
+	obj := parent.DeepCopy()
+	if err := e.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return nil, fmt.Errorf("updating the finalizers of %s %s: %w", parent.GetKind(), describe(parent), err)
+	}
+	w.add(obj)
+	writesTotal.WithLabelValues(e.name, "patch").Inc()
+	return obj, nil
+}
+
+// ownerRef is the controller owner reference of a child to parent.
+func ownerRef(parent *unstructured.Unstructured) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(), Name: parent.GetName(), UID: parent.GetUID(),
+		Controller: ptrTrue(), BlockOwnerDeletion: ptrTrue(),
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }

@@ -1,0 +1,83 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/controller"
+)
+
+// targetVerbs are the verbs a target type needs on its resource, besides
+// the get/list/watch of the informer cache that serves its reads.
+var targetVerbs = map[opv1a1.TargetType][]string{
+	opv1a1.Updater: {"create", "update", "delete"},
+	opv1a1.Patcher: {"patch"},
+	opv1a1.Applier: {"patch"},
+}
+
+// checkAccess asks the API server (SelfSubjectAccessReview) whether the
+// manager may do what the controller needs on its native sources and target,
+// so that a missing RBAC rule is reported up front with the verb and the
+// resource instead of as a watch that never syncs.
+func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) error {
+	if r.opts.Client == nil || r.opts.RESTMapper == nil {
+		return nil
+	}
+	type need struct {
+		path      string
+		gvk       schema.GroupVersionKind
+		namespace string
+		verbs     []string
+	}
+	var needs []need
+	for i, s := range c.Sources() {
+		if s.Type == opv1a1.OneShot || r.isView(s.GVK) {
+			continue
+		}
+		needs = append(needs, need{fmt.Sprintf("sources[%d]", i), s.GVK, s.Namespace, []string{"get", "list", "watch"}})
+	}
+	if t := c.Target(); !r.isView(t.GVK) {
+		verbs := append([]string{"get", "list", "watch"}, targetVerbs[t.Type]...)
+		needs = append(needs, need{"target", t.GVK, "", verbs})
+	}
+	for _, n := range needs {
+		m, err := r.opts.RESTMapper.RESTMapping(n.gvk.GroupKind(), n.gvk.Version)
+		if err != nil {
+			return fmt.Errorf("%s: kind %s: %w", n.path, n.gvk, err)
+		}
+		var missing []string
+		for _, verb := range n.verbs {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: n.namespace, Verb: verb,
+					Group: m.Resource.Group, Version: m.Resource.Version, Resource: m.Resource.Resource,
+				},
+			}}
+			if err := r.opts.Client.Create(ctx, review); err != nil {
+				return fmt.Errorf("%s: checking RBAC access: %w", n.path, err)
+			}
+			if !review.Status.Allowed {
+				missing = append(missing, verb)
+			}
+		}
+		if len(missing) > 0 {
+			where := "cluster-wide"
+			if n.namespace != "" {
+				where = fmt.Sprintf("in namespace %q", n.namespace)
+			}
+			return &forbiddenError{fmt.Sprintf("%s: forbidden: the manager may not %s resource %q in API group %q %s; grant these verbs to its service account (see `dctl rbac`)",
+				n.path, strings.Join(missing, ", "), m.Resource.Resource, m.Resource.Group, where)}
+		}
+	}
+	return nil
+}
+
+// forbiddenError is a missing RBAC permission.
+type forbiddenError struct{ msg string }
+
+func (e *forbiddenError) Error() string { return e.msg }
