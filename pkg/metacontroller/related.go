@@ -1,0 +1,246 @@
+package metacontroller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/hook"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/hookapi"
+)
+
+var namespaceGVK = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
+
+// relatedRule is a resolved rule of a customize response.
+type relatedRule struct {
+	res resource
+	// namespace restricts the objects to one namespace ("" = any).
+	namespace string
+	// none: the rule can select nothing (a namespace other than a namespaced
+	// parent's, or a cluster-scoped resource for a namespaced parent).
+	none    bool
+	labels  labels.Selector // nil: not used
+	nsSel   labels.Selector // nil: not used
+	names   map[string]bool // nil: not used
+	stateOf parentKey
+}
+
+// related manages the customize hook and the watches of related kinds of
+// one controller.
+type related struct {
+	e          *engine
+	hook       hook.Caller
+	controller any // the CompositeController or DecoratorController
+	watches    map[schema.GroupVersionKind]*watch
+}
+
+func newRelated(e *engine, h hook.Caller, controller any) *related {
+	return &related{e: e, hook: h, controller: controller, watches: map[schema.GroupVersionKind]*watch{}}
+}
+
+// rules returns the related rules of parent, calling the customize hook when
+// the parent's UID or generation changed since the last call.
+func (r *related) rules(ctx context.Context, pk parentKey, parent *unstructured.Unstructured) ([]relatedRule, error) {
+	if r.hook == nil {
+		return nil, nil
+	}
+	st := r.e.state(pk)
+	key := fmt.Sprintf("%s/%d", parent.GetUID(), parent.GetGeneration())
+	r.e.mu.Lock()
+	if st.customizeKey == key {
+		rules := st.related
+		r.e.mu.Unlock()
+		return rules, nil
+	}
+	r.e.mu.Unlock()
+	var resp hookapi.CustomizeResponse
+	if err := r.hook.Call(ctx, string(parent.GetUID()), &hookapi.CustomizeRequest{Controller: r.controller, Parent: parent}, &resp); err != nil {
+		return nil, err
+	}
+	parentNS := parent.GetNamespace()
+	var out []relatedRule
+	for i, rr := range resp.RelatedResourceRules {
+		path := fmt.Sprintf("relatedResources[%d]", i)
+		if rr == nil {
+			continue
+		}
+		res, err := r.e.resolve(rr.APIVersion, rr.Resource, path)
+		if err != nil {
+			return nil, invalidResponse("customize", err)
+		}
+		rule := relatedRule{res: res, namespace: rr.Namespace, stateOf: pk}
+		if rr.LabelSelector != nil && len(rr.Names) > 0 {
+			return nil, invalidResponse("customize", fmt.Errorf("%s: set labelSelector or names, not both", path))
+		}
+		if rr.Namespace != "" && rr.NamespaceSelector != nil {
+			return nil, invalidResponse("customize", fmt.Errorf("%s: set namespace or namespaceSelector, not both", path))
+		}
+		if rr.LabelSelector != nil {
+			if rule.labels, err = selectorOf(rr.LabelSelector, path+".labelSelector"); err != nil {
+				return nil, invalidResponse("customize", err)
+			}
+		}
+		if rr.NamespaceSelector != nil {
+			if rule.nsSel, err = selectorOf(rr.NamespaceSelector, path+".namespaceSelector"); err != nil {
+				return nil, invalidResponse("customize", err)
+			}
+		}
+		if len(rr.Names) > 0 {
+			rule.names = map[string]bool{}
+			for _, n := range rr.Names {
+				rule.names[n] = true
+			}
+		}
+		if parentNS != "" {
+			// A namespaced parent only sees related objects of its own namespace.
+			switch {
+			case !res.namespaced:
+				rule.none = true
+			case rule.namespace != "" && rule.namespace != parentNS:
+				rule.none = true
+			default:
+				rule.namespace = parentNS
+			}
+		}
+		if err := r.ensureWatch(ctx, res.gvk); err != nil {
+			return nil, err
+		}
+		if rule.nsSel != nil {
+			if err := r.ensureWatch(ctx, namespaceGVK); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, rule)
+	}
+	r.e.mu.Lock()
+	st.customizeKey, st.related = key, out
+	r.e.mu.Unlock()
+	return out, nil
+}
+
+func (r *related) ensureWatch(ctx context.Context, gvk schema.GroupVersionKind) error {
+	r.e.mu.Lock()
+	_, ok := r.watches[gvk]
+	r.e.mu.Unlock()
+	if ok {
+		return nil
+	}
+	w, err := r.e.watch(ctx, gvk, func(old, obj *unstructured.Unstructured) { r.onEvent(gvk, old, obj) })
+	if err != nil {
+		return err
+	}
+	r.e.mu.Lock()
+	if _, ok := r.watches[gvk]; ok {
+		r.e.mu.Unlock()
+		w.stop()
+		return nil
+	}
+	r.watches[gvk] = w
+	r.e.mu.Unlock()
+	return nil
+}
+
+// onEvent resyncs the parents whose related rules select the object
+// (before or after the change).
+func (r *related) onEvent(gvk schema.GroupVersionKind, old, obj *unstructured.Unstructured) {
+	if old != nil && obj != nil && old.GetResourceVersion() == obj.GetResourceVersion() {
+		return
+	}
+	var hits []parentKey
+	r.e.mu.Lock()
+	for pk, st := range r.e.states {
+		for i := range st.related {
+			rule := &st.related[i]
+			if gvk == namespaceGVK && rule.nsSel != nil {
+				hits = append(hits, pk)
+				break
+			}
+			if rule.res.gvk != gvk {
+				continue
+			}
+			if (old != nil && r.matchesLocked(rule, old)) || (obj != nil && r.matchesLocked(rule, obj)) {
+				hits = append(hits, pk)
+				break
+			}
+		}
+	}
+	r.e.mu.Unlock()
+	for _, pk := range hits {
+		r.e.enqueue(pk)
+	}
+}
+
+func (r *related) matchesLocked(rule *relatedRule, o *unstructured.Unstructured) bool {
+	if rule.none {
+		return false
+	}
+	if rule.namespace != "" && o.GetNamespace() != rule.namespace {
+		return false
+	}
+	if rule.names != nil && !rule.names[o.GetName()] {
+		return false
+	}
+	if rule.labels != nil && !rule.labels.Matches(labels.Set(o.GetLabels())) {
+		return false
+	}
+	if rule.nsSel != nil {
+		w := r.watches[namespaceGVK]
+		if w == nil {
+			return false
+		}
+		ns := w.index.get(types.NamespacedName{Name: o.GetNamespace()})
+		if ns == nil || !rule.nsSel.Matches(labels.Set(ns.GetLabels())) {
+			return false
+		}
+	}
+	return true
+}
+
+// objects returns the related objects selected by rules, keyed for the
+// hook version. A watch that has not delivered its initial list yet makes
+// the sync wait (errRequeue).
+func (r *related) objects(rules []relatedRule, version mcv1a1.HookVersion, parentNS string) (hookapi.ObjectMap, []*unstructured.Unstructured, error) {
+	m := hookapi.ObjectMap{}
+	var all []*unstructured.Unstructured
+	r.e.mu.Lock()
+	defer r.e.mu.Unlock()
+	for i := range rules {
+		rule := &rules[i]
+		m.Init(rule.res.gvk)
+		w := r.watches[rule.res.gvk]
+		if w == nil || !w.synced() || (rule.nsSel != nil && (r.watches[namespaceGVK] == nil || !r.watches[namespaceGVK].synced())) {
+			return nil, nil, errRequeue{after: 100 * time.Millisecond}
+		}
+		if rule.none {
+			continue
+		}
+		var cands []*unstructured.Unstructured
+		if rule.namespace != "" {
+			cands = w.index.list(rule.namespace, false)
+		} else {
+			cands = w.index.list("", true)
+		}
+		for _, o := range cands {
+			if r.matchesLocked(rule, o) {
+				m.Insert(version, parentNS, o)
+				all = append(all, o)
+			}
+		}
+	}
+	return m, all, nil
+}
+
+func (r *related) String() string {
+	var kinds []string
+	for gvk := range r.watches {
+		kinds = append(kinds, gvk.Kind)
+	}
+	return strings.Join(kinds, ",")
+}

@@ -1,0 +1,130 @@
+package operator
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func mustOffline(t *testing.T, y string, opts OfflineOptions) *Offline {
+	t.Helper()
+	ops, err := DecodeOperators(strings.NewReader(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := NewOffline(ops, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return off
+}
+
+func input(t *testing.T, y string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := DecodeObjects(strings.NewReader(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// Two controllers that write each other's source view converge: each write
+// that changes nothing makes no event.
+func TestOfflineCycleConverges(t *testing.T) {
+	off := mustOffline(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: ping}
+spec:
+  controllers:
+    - name: a-to-b
+      sources: [{kind: A}]
+      pipeline: {"@project": {metadata: "$.metadata", spec: {v: "$.spec.v"}}}
+      target: {kind: B}
+    - name: b-to-a
+      sources: [{kind: B}]
+      pipeline: {"@project": {metadata: "$.metadata", spec: {v: "$.spec.v"}}}
+      target: {kind: A}
+`, OfflineOptions{})
+	for _, obj := range input(t, `apiVersion: ping.view.dcontroller.io/v1alpha1
+kind: A
+metadata: {name: x, namespace: ns}
+spec: {v: 1}
+`) {
+		if err := off.Apply(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := off.Result()
+	if len(res) != 2 || res[0].GetKind() != "A" || res[1].GetKind() != "B" {
+		t.Fatalf("result %v", res)
+	}
+	if v, _, _ := unstructured.NestedInt64(res[1].Object, "spec", "v"); v != 1 {
+		t.Errorf("B.spec.v = %d", v)
+	}
+}
+
+// A controller that changes its own source on every run never converges;
+// the run stops with a clear error instead of looping forever.
+func TestOfflineNoFixedPoint(t *testing.T) {
+	off := mustOffline(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: counter}
+spec:
+  controllers:
+    - name: inc
+      sources: [{kind: Counter}]
+      pipeline: {"@project": {metadata: "$.metadata", spec: {count: {"@add": ["$.spec.count", 1]}}}}
+      target: {kind: Counter}
+`, OfflineOptions{MaxEvents: 50})
+	err := off.Apply(context.Background(), input(t, "apiVersion: counter.view.dcontroller.io/v1alpha1\nkind: Counter\nmetadata: {name: x}\nspec: {count: 0}\n")[0])
+	if err == nil || !strings.Contains(err.Error(), "no fixed point after 50 events") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestOfflineOneShot(t *testing.T) {
+	off := mustOffline(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: boot}
+spec:
+  controllers:
+    - name: init
+      sources: [{kind: Tick, type: OneShot}]
+      pipeline: {"@project": {metadata: {name: boot-config, namespace: default}, data: {kind: "$.kind"}}}
+      target: {apiGroup: "", kind: ConfigMap}
+`, OfflineOptions{})
+	if err := off.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res := off.Result()
+	if len(res) != 1 || res[0].GetName() != "boot-config" {
+		t.Fatalf("result %v", res)
+	}
+	if k, _, _ := unstructured.NestedString(res[0].Object, "data", "kind"); k != "Tick" {
+		t.Errorf("data.kind = %q", k)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n", `document 1: expected apiVersion dcontroller.io/v1alpha1 and kind Operator`},
+		{"apiVersion: dcontroller.io/v1alpha1\nkind: Operator\nmetadata: {}\nspec: {controllers: []}\n", "document 1: metadata.name: must not be empty"},
+		{"", "no Operator found"},
+		{"apiVersion: dcontroller.io/v1alpha1\nkind: Operator\nmetadata: {name: a}\nspec: {controllers: [{nam: x}]}\n", `unknown field "nam"`},
+		{"a: [", "document 1"},
+	} {
+		_, err := DecodeOperators(strings.NewReader(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.in, err, tc.want)
+		}
+	}
+	if _, err := DecodeObjects(strings.NewReader("apiVersion: v1\nkind: Pod\nmetadata: {}\n")); err == nil || !strings.Contains(err.Error(), "metadata.name") {
+		t.Errorf("nameless object: %v", err)
+	}
+	objs, err := DecodeObjects(strings.NewReader("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: a}}\n- {apiVersion: v1, kind: Pod, metadata: {name: b}}\n"))
+	if err != nil || len(objs) != 2 || objs[1].GetName() != "b" {
+		t.Errorf("List: %v %v", objs, err)
+	}
+}
