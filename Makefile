@@ -3,9 +3,10 @@ GO        ?= go
 BIN       := $(CURDIR)/bin
 DCTL      := $(BIN)/dctl
 K8S_BIN   := $(BIN)/k8s
-GOFILES   := $(shell find . -name '*.go' -not -path './bin/*' -not -path './hack/kube/*')
+HELM      := $(BIN)/helm
+GOFILES   := $(shell find . -name '*.go' -not -path './bin/*' -not -path './hack/kube/*' -not -path './hack/tools/*')
 
-.PHONY: all build test unit vet fmt-check demo eval-demo kube-binaries generate clean help
+.PHONY: all build test unit vet fmt-check demo eval-demo kube-binaries tools chart-lint manifests docs-picture generate clean help
 
 all: build
 
@@ -18,6 +19,7 @@ build: ## Build bin/dctl
 generate: ## Regenerate deepcopy code and CRDs with controller-gen
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
+	cp config/crd/*_*.yaml charts/dcontroller/crds/
 
 vet: ## go vet
 	$(GO) vet ./...
@@ -28,7 +30,7 @@ fmt-check: ## Fail when a Go file is not gofmt-formatted
 unit: ## Unit, property, golden, fuzz-seed and end-to-end tests
 	$(GO) test -count=1 -timeout 30m ./...
 
-test: fmt-check vet kube-binaries unit ## Everything CI runs (builds the control plane once)
+test: fmt-check vet kube-binaries tools unit ## Everything CI runs (builds the control plane once)
 
 demo: build kube-binaries ## Getting started on a local control plane: dctl start, the pod annotator, kubectl
 	hack/demo.sh
@@ -45,6 +47,27 @@ $(K8S_BIN)/kubectl: hack/kube/go.mod hack/kube/go.sum
 	cd hack/kube && $(GO) build -o $@ k8s.io/kubernetes/cmd/kubectl
 $(K8S_BIN)/etcd: hack/kube/go.mod hack/kube/go.sum
 	cd hack/kube && $(GO) build -o $@ go.etcd.io/etcd/server/v3
+
+tools: $(HELM) ## Build helm into bin/ (from hack/tools, a separate Go module)
+
+# The -X flags are those of helm's own release build: its version, and the
+# Kubernetes version `helm template` assumes (helm v3.22 is built on k8s.io v0.37).
+HELM_LDFLAGS := -X helm.sh/helm/v3/internal/version.version=v3.22.0 \
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37
+$(HELM): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && $(GO) build -ldflags '$(HELM_LDFLAGS)' -o $@ helm.sh/helm/v3/cmd/helm
+
+chart-lint: tools ## helm lint and helm template the chart (the tests also apply it to a control plane)
+	$(HELM) lint --strict charts/dcontroller
+	$(HELM) template dcontroller charts/dcontroller --namespace dcontroller-system >/dev/null
+
+manifests: kube-binaries ## Print the kustomize manifests (config/default) as kubectl renders them
+	$(K8S_BIN)/kubectl kustomize config/default
+
+docs-picture: build ## Regenerate the README's dataflow picture with dctl visualize
+	$(DCTL) visualize -f examples/unready-pod-report/operator.yaml --format mermaid --output docs/images/unready-pod-report.mmd
+	$(DCTL) visualize -f examples/unready-pod-report/operator.yaml --format svg --output docs/images/unready-pod-report.svg
 
 clean: ## Remove build output
 	rm -rf $(BIN)

@@ -33,6 +33,8 @@ controllers whose logic is a pipeline over the objects they watch.`,
 	root.AddCommand(newStartCommand())
 	root.AddCommand(newRunCommand())
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newRBACCommand())
+	root.AddCommand(newVisualizeCommand())
 	return root
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
@@ -46,6 +47,9 @@ func runStart(ctx context.Context, f *managerFlags) error {
 	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log.WithName("operator"),
 		Recorder: mgr.GetEventRecorder("dcontroller")}
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := metacontroller.Setup(ctx, mgr, metacontroller.Options{Logger: log}); err != nil {
 		return err
 	}
 	defer rt.Stop()

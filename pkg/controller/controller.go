@@ -52,6 +52,9 @@ type Options struct {
 	Logger logr.Logger
 	// Now returns the current time (time.Now when nil).
 	Now func() time.Time
+	// Concurrency is how many target writes of one batch may run at once
+	// (1 when 0). Offline runs use 1 so that runs are reproducible.
+	Concurrency int
 }
 
 // Source is a resolved source of a controller.
@@ -102,7 +105,8 @@ type Change struct {
 // Controller is one running declarative controller. Its methods are safe for
 // concurrent use; changes are processed one batch at a time.
 type Controller struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // serializes batches (HandleBatch, Resync, RetryFailed, Start)
+	smu     sync.Mutex // guards written, failed, errs and counters (writes run concurrently)
 	name    string
 	path    string
 	opts    Options
@@ -184,13 +188,16 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 				return nil, err
 			}
 		}
-		for _, prev := range c.sources {
-			if prev.GVK.Kind == gvk.Kind {
-				return nil, fmt.Errorf("%s.kind: two sources of kind %q; the @join subject names sources by kind", spath, gvk.Kind)
+		if src.Type != opv1a1.Periodic {
+			// A Periodic source only triggers resyncs; it feeds no objects.
+			for _, prev := range c.sources {
+				if prev.GVK.Kind == gvk.Kind && prev.Type != opv1a1.Periodic {
+					return nil, fmt.Errorf("%s.kind: two sources of kind %q; the @join subject names sources by kind", spath, gvk.Kind)
+				}
 			}
+			kinds = append(kinds, gvk.Kind)
 		}
 		c.sources = append(c.sources, src)
-		kinds = append(kinds, gvk.Kind)
 		c.inputs = append(c.inputs, map[object.Key]map[string]any{})
 	}
 	tgvk, err := c.resolve(spec.Target.Resource, path+".target")
@@ -275,22 +282,22 @@ func (c *Controller) Target() Target { return c.target }
 
 // Errors returns the most recent errors, oldest first.
 func (c *Controller) Errors() []opv1a1.ErrorRecord {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.smu.Lock()
+	defer c.smu.Unlock()
 	return append([]opv1a1.ErrorRecord(nil), c.errs...)
 }
 
 // Counters returns the work counters.
 func (c *Controller) Counters() opv1a1.Counters {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.smu.Lock()
+	defer c.smu.Unlock()
 	return c.counters
 }
 
 // Pending returns how many target keys wait for a retried write.
 func (c *Controller) Pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.smu.Lock()
+	defer c.smu.Unlock()
 	return len(c.failed)
 }
 
@@ -310,6 +317,8 @@ func (c *Controller) recordError(kind string, err error) {
 		return
 	}
 	Errors.WithLabelValues(c.opts.Operator, c.name, kind).Inc()
+	c.smu.Lock()
+	defer c.smu.Unlock()
 	c.opts.Logger.Error(err, "controller error", "controller", c.name)
 	c.errs = append(c.errs, opv1a1.ErrorRecord{Time: metav1.NewTime(c.opts.Now().UTC().Truncate(time.Second)), Message: err.Error()})
 	if len(c.errs) > MaxErrors {
@@ -341,11 +350,12 @@ func (c *Controller) Handle(ctx context.Context, old, new *unstructured.Unstruct
 	return c.HandleBatch(ctx, []Change{{Old: old, New: new}})
 }
 
-// HandleBatch turns changes into one delta per source kind (an update is the
+// HandleBatch takes ownership of the objects in changes (callers pass
+// copies; the pipeline never modifies them). It turns changes into one delta per source kind (an update is the
 // old document with weight -1 and the new one with +1; objects leaving a
 // source's namespace or selector are removals), runs the pipeline once and
 // writes the touched target objects. Objects that belong to no source are
-// ignored. Errors are returned joined and recorded in Errors.
+// ignored; metadata.managedFields is dropped from source objects. Errors are returned joined and recorded in Errors.
 func (c *Controller) HandleBatch(ctx context.Context, changes []Change) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -360,7 +370,7 @@ func (c *Controller) HandleBatch(ctx context.Context, changes []Change) error {
 		}
 		for i := range c.sources {
 			s := &c.sources[i]
-			if s.Type == opv1a1.OneShot || ref.GroupVersionKind() != s.GVK {
+			if s.Type == opv1a1.OneShot || s.Type == opv1a1.Periodic || ref.GroupVersionKind() != s.GVK {
 				continue
 			}
 			if ch.Old != nil && ch.New != nil && s.Predicate != nil && !s.Predicate.Update(ch.Old, ch.New) {
@@ -376,7 +386,12 @@ func (c *Controller) HandleBatch(ctx context.Context, changes []Change) error {
 				delete(c.inputs[i], key)
 			}
 			if ch.New != nil && s.Matches(ch.New) {
-				doc := object.DeepCopyMap(ch.New.Object)
+				// The object is ours (callers pass copies); managedFields is
+				// server bookkeeping that no pipeline needs.
+				doc := ch.New.Object
+				if meta, ok := doc["metadata"].(map[string]any); ok {
+					delete(meta, "managedFields")
+				}
 				z.Insert(doc, 1)
 				c.inputs[i][key] = doc
 			}
@@ -390,7 +405,9 @@ func (c *Controller) HandleBatch(ctx context.Context, changes []Change) error {
 	if len(deltas) == 0 {
 		return nil
 	}
+	c.smu.Lock()
 	c.counters.Deltas += int64(len(changes))
+	c.smu.Unlock()
 	DeltasIn.WithLabelValues(c.opts.Operator, c.name).Add(float64(len(changes)))
 	return c.process(ctx, deltas)
 }
@@ -438,11 +455,7 @@ func (c *Controller) process(ctx context.Context, deltas map[string]*dbsp.ZSet) 
 		}
 		touched[key] = true
 	}
-	for _, key := range sortedKeys(touched) {
-		if err := c.sync(ctx, key); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, c.syncAll(ctx, sortedKeys(touched))...)
 	return errors.Join(errs...)
 }
 
@@ -456,7 +469,8 @@ func sortedKeys(m map[object.Key]bool) []object.Key {
 }
 
 // sync writes the desired state of one target key, retrying conflicts with
-// fresh state; a failure marks the key for RetryFailed.
+// fresh state; a failure marks the key for RetryFailed. Syncs of different
+// keys may run concurrently.
 func (c *Controller) sync(ctx context.Context, key object.Key) error {
 	desired, derr := c.desired(key)
 	if derr != nil {
@@ -466,45 +480,104 @@ func (c *Controller) sync(ctx context.Context, key object.Key) error {
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		var wrote bool
 		wrote, err = c.write(ctx, key, desired)
-		if wrote && err == nil {
-			c.counters.Writes++
-		}
-		if !wrote && err == nil {
-			TargetSkipped.WithLabelValues(c.opts.Operator, c.name).Inc()
+		if err == nil {
+			if wrote {
+				c.smu.Lock()
+				c.counters.Writes++
+				c.smu.Unlock()
+			} else {
+				TargetSkipped.WithLabelValues(c.opts.Operator, c.name).Inc()
+			}
 		}
 		if err == nil || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
 			break
 		}
+		c.smu.Lock()
 		c.counters.WriteErrors++
+		c.smu.Unlock()
 	}
-	if err != nil && ctx.Err() != nil {
+	c.smu.Lock()
+	if err == nil {
+		delete(c.failed, key)
+		c.smu.Unlock()
+		return derr
+	}
+	c.failed[key] = true
+	if ctx.Err() != nil {
 		// Shutting down: the write is retried after the next start.
-		c.failed[key] = true
+		c.smu.Unlock()
 		return nil
 	}
-	if err != nil {
-		c.counters.WriteErrors++
-		c.failed[key] = true
-		err = fmt.Errorf("%s.target: %s %s: %w", c.path, c.target.GVK.Kind, key, err)
-		c.recordError("write", err)
-		return errors.Join(derr, err)
+	c.counters.WriteErrors++
+	c.smu.Unlock()
+	err = fmt.Errorf("%s.target: %s %s: %w", c.path, c.target.GVK.Kind, key, err)
+	c.recordError("write", err)
+	return errors.Join(derr, err)
+}
+
+// syncAll syncs keys, up to Options.Concurrency at a time.
+func (c *Controller) syncAll(ctx context.Context, keys []object.Key) []error {
+	n := c.opts.Concurrency
+	if n <= 1 || len(keys) <= 1 {
+		var errs []error
+		for _, k := range keys {
+			if err := c.sync(ctx, k); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errs
 	}
-	delete(c.failed, key)
-	return derr
+	var (
+		wg   sync.WaitGroup
+		emu  sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, n)
+	)
+	for _, k := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(k object.Key) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := c.sync(ctx, k); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		}(k)
+	}
+	wg.Wait()
+	return errs
+}
+
+func (c *Controller) getWritten(key object.Key) (map[string]any, bool) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	v, ok := c.written[key]
+	return v, ok
+}
+
+func (c *Controller) setWritten(key object.Key, v map[string]any) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	c.written[key] = v
+}
+
+func (c *Controller) delWritten(key object.Key) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	delete(c.written, key)
 }
 
 // RetryFailed retries the writes that failed; it returns how many still fail.
 func (c *Controller) RetryFailed(ctx context.Context) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.smu.Lock()
 	keys := sortedKeys(c.failed)
-	var errs []error
-	for _, k := range keys {
-		if err := c.sync(ctx, k); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return len(c.failed), errors.Join(errs...)
+	c.smu.Unlock()
+	errs := c.syncAll(ctx, keys)
+	return c.Pending(), errors.Join(errs...)
 }
 
 // Resync repairs drift: it rewrites every desired target object whose
@@ -520,9 +593,11 @@ func (c *Controller) Resync(ctx context.Context) error {
 	for k := range c.outputs {
 		keys[k] = true
 	}
+	c.smu.Lock()
 	for k := range c.failed {
 		keys[k] = true
 	}
+	c.smu.Unlock()
 	if c.target.Type == opv1a1.Updater && !c.target.IsView() {
 		existing, err := c.opts.Client.List(ctx, c.target.GVK)
 		if err != nil {
@@ -534,13 +609,12 @@ func (c *Controller) Resync(ctx context.Context) error {
 			}
 		}
 	}
-	for _, k := range sortedKeys(keys) {
+	sorted := sortedKeys(keys)
+	for _, k := range sorted {
 		// Forget what was written so the write compares with the live state.
-		delete(c.written, k)
-		if err := c.sync(ctx, k); err != nil {
-			errs = append(errs, err)
-		}
+		c.delWritten(k)
 	}
+	errs = append(errs, c.syncAll(ctx, sorted)...)
 	return errors.Join(errs...)
 }
 
@@ -606,7 +680,7 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		return false, err
 	}
 	if desired == nil {
-		delete(c.written, key)
+		c.delWritten(key)
 		if existing == nil {
 			return false, nil
 		}
@@ -633,7 +707,7 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		if err := c.call("create", func() error { return c.opts.Client.Create(ctx, obj) }); err != nil {
 			return false, err
 		}
-		c.written[key] = obj.Object
+		c.setWritten(key, obj.Object)
 		return true, nil
 	}
 	// Labels and annotations are merged with what is there; the output wins.
@@ -641,21 +715,21 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	obj.SetAnnotations(mergeStrings(existing.GetAnnotations(), obj.GetAnnotations()))
 	// The API server may add defaults; what matters is that everything the
 	// output says is there and nothing written before was dropped since.
-	prev, known := c.written[key]
+	prev, known := c.getWritten(key)
 	if object.Contains(existing.Object, obj.Object) && (!known || !droppedFields(prev, obj.Object)) {
-		c.written[key] = obj.Object
+		c.setWritten(key, obj.Object)
 		return false, nil
 	}
 	obj.SetResourceVersion(existing.GetResourceVersion())
 	if err := c.call("update", func() error { return c.opts.Client.Update(ctx, obj) }); err != nil {
 		return false, err
 	}
-	c.written[key] = obj.Object
+	c.setWritten(key, obj.Object)
 	return true, nil
 }
 
 func (c *Controller) patch(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
-	prev := c.written[key]
+	prev, _ := c.getWritten(key)
 	if desired == nil && prev == nil {
 		return false, nil
 	}
@@ -671,7 +745,7 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 		return false, err
 	}
 	if existing == nil {
-		delete(c.written, key)
+		c.delWritten(key)
 		if desired == nil {
 			return false, nil
 		}
@@ -682,9 +756,9 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 		return false, err
 	}
 	if desired == nil {
-		delete(c.written, key)
+		c.delWritten(key)
 	} else {
-		c.written[key] = patch
+		c.setWritten(key, patch)
 	}
 	if object.Equal(merged, existing.Object) {
 		return false, nil
@@ -695,7 +769,7 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 	}
 	if err := c.call("patch", func() error { return c.opts.Client.Patch(ctx, c.target.GVK, key, b) }); err != nil {
 		if desired == nil {
-			c.written[key] = prev
+			c.setWritten(key, prev)
 		}
 		return false, err
 	}
@@ -717,7 +791,7 @@ func (c *Controller) patchOrCreate(ctx context.Context, key object.Key, desired 
 			patch := object.StripServerFields(desired)
 			delete(patch, "apiVersion")
 			delete(patch, "kind")
-			c.written[key] = patch
+			c.setWritten(key, patch)
 			return true, nil
 		}
 	}
@@ -725,7 +799,7 @@ func (c *Controller) patchOrCreate(ctx context.Context, key object.Key, desired 
 }
 
 func (c *Controller) apply(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
-	prev := c.written[key]
+	prev, _ := c.getWritten(key)
 	if desired == nil && prev == nil {
 		return false, nil
 	}
@@ -742,22 +816,22 @@ func (c *Controller) apply(ctx context.Context, key object.Key, desired map[stri
 			return false, err
 		}
 		if existing != nil && object.Contains(existing.Object, obj.Object) && (prev == nil || !droppedFields(prev, obj.Object)) {
-			c.written[key] = obj.Object
+			c.setWritten(key, obj.Object)
 			return false, nil
 		}
 	}
 	// Applying only the identity releases every field this manager owned.
 	if err := c.call("apply", func() error { return c.opts.Client.Apply(ctx, obj, FieldManager(c.opts.Operator)) }); err != nil {
 		if desired == nil && apierrors.IsNotFound(err) {
-			delete(c.written, key)
+			c.delWritten(key)
 			return false, nil
 		}
 		return false, err
 	}
 	if desired == nil {
-		delete(c.written, key)
+		c.delWritten(key)
 	} else {
-		c.written[key] = obj.Object
+		c.setWritten(key, obj.Object)
 	}
 	return true, nil
 }

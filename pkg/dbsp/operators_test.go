@@ -167,16 +167,21 @@ func TestFlatMapProperty(t *testing.T) {
 	}, false)
 }
 
-// sumAgg aggregates a group into its sorted names and its weighted sum of v.
-func sumAgg(key any, g *ZSet) (Document, error) {
+// sumAgg aggregates a group into its sorted names and its weighted sum of
+// v, taken from the member values of memberV when they are set.
+func sumAgg(key any, members []Member) (Document, error) {
 	var names []string
 	var sum int64
-	for _, e := range g.Entries() {
-		if e.Weight <= 0 {
+	for _, m := range members {
+		if m.Weight <= 0 {
 			continue
 		}
-		names = append(names, fmt.Sprintf("%s*%d", e.Doc["name"], e.Weight))
-		sum += e.Doc["v"].(int64) * int64(e.Weight)
+		names = append(names, fmt.Sprintf("%s*%d", m.Doc["name"], m.Weight))
+		v, ok := m.Value.(int64)
+		if !ok {
+			v = m.Doc["v"].(int64)
+		}
+		sum += v * int64(m.Weight)
 	}
 	if len(names) == 0 {
 		return nil, nil
@@ -185,11 +190,13 @@ func sumAgg(key any, g *ZSet) (Document, error) {
 	return Document{"key": key, "names": strings.Join(names, ","), "sum": sum}, nil
 }
 
+func memberV(d Document) (any, error) { return d["v"], nil }
+
 func keyK(d Document) (any, error) { return d["k"], nil }
 
 func TestGroupByProperty(t *testing.T) {
-	checkUnary(t, func() Operator { return NewGroupBy(keyK, sumAgg) }, false)
-	checkUnary(t, func() Operator { return NewGroupBy(keyK, sumAgg) }, true)
+	checkUnary(t, func() Operator { return NewGroupBy(keyK, nil, sumAgg) }, false)
+	checkUnary(t, func() Operator { return NewGroupBy(keyK, memberV, sumAgg) }, true)
 }
 
 // nestedLoopJoin is the reference join: every pair, keys compared with Equal.
@@ -332,8 +339,10 @@ func TestOperatorErrors(t *testing.T) {
 			return true, failOnB(d)
 		}),
 		"flatmap": NewFlatMap(func(d Document) ([]Document, error) { return []Document{d}, failOnB(d) }),
-		"groupBy": NewGroupBy(func(d Document) (any, error) { return d["name"], failOnB(d) },
-			func(_ any, g *ZSet) (Document, error) { return g.Entries()[0].Doc, nil }),
+		"groupBy": NewGroupBy(func(d Document) (any, error) { return d["name"], failOnB(d) }, nil,
+			func(_ any, ms []Member) (Document, error) { return ms[0].Doc, nil }),
+		"groupBy member": NewGroupBy(keyK, func(d Document) (any, error) { return nil, failOnB(d) },
+			func(_ any, ms []Member) (Document, error) { return ms[0].Doc, nil }),
 	}
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {

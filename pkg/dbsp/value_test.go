@@ -157,3 +157,47 @@ func randValue(r *rand.Rand, depth int) any {
 		return m
 	}
 }
+
+// TestHashHints checks that hashing with the known hashes of embedded
+// documents gives the plain hash.
+func TestHashHints(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for i := 0; i < 500; i++ {
+		l := Document{"a": randValue(r, 2), "b": randValue(r, 2)}
+		rr := Document{"c": randValue(r, 2)}
+		compound := Document{"L": l, "R": rr, "x": []any{l}}
+		hints := []hint{{p: mapPointer(l), h: Hash(l)}, {p: mapPointer(rr), h: Hash(rr)}}
+		if got, want := hashWith(compound, hints), Hash(compound); got != want {
+			t.Fatalf("hinted hash %x, plain hash %x of %v", got, want, compound)
+		}
+	}
+}
+
+// TestHashString checks every length class of hashString: equal strings
+// hash alike, and strings differing in any one byte do not collide.
+func TestHashString(t *testing.T) {
+	seen := map[uint64]string{}
+	for n := 0; n <= 70; n++ {
+		base := make([]byte, n)
+		for i := range base {
+			base[i] = 'a' + byte(i%26)
+		}
+		s := string(base)
+		if hashString(s) != hashString(string([]byte(s))) {
+			t.Fatalf("equal strings of length %d hash differently", n)
+		}
+		variants := []string{s}
+		for i := 0; i < n; i++ {
+			b := []byte(s)
+			b[i] ^= 1
+			variants = append(variants, string(b))
+		}
+		for _, v := range variants {
+			h := hashString(v)
+			if other, ok := seen[h]; ok && other != v {
+				t.Fatalf("%q and %q collide", v, other)
+			}
+			seen[h] = v
+		}
+	}
+}

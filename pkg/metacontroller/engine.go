@@ -141,6 +141,22 @@ func (e *engine) observed(pk parentKey, obj *unstructured.Unstructured, deleted 
 	}
 }
 
+// track opens the expectations of a sync of pk; the returned function
+// closes them with the sync's writes and schedules the follow-up (now, or
+// after the expectations expire if their events never come).
+func (e *engine) track(pk parentKey) func(w writes, followUp bool) {
+	e.exp.begin(pk)
+	return func(w writes, followUp bool) {
+		resync, waiting := e.exp.finish(pk, w, followUp)
+		switch {
+		case resync:
+			e.enqueue(pk)
+		case waiting:
+			e.queue.AddAfter(pk, expectationTimeout+time.Second)
+		}
+	}
+}
+
 // watch starts a watch and keeps it for stop.
 func (e *engine) watch(ctx context.Context, gvk schema.GroupVersionKind, fn eventFunc) (*watch, error) {
 	w, err := startWatch(ctx, e.cache, gvk, fn)

@@ -44,15 +44,22 @@ const deletedRV = "<deleted>"
 // events the informers have not delivered yet. While a parent has pending
 // expectations its syncs are skipped: its observed state is known to be
 // stale. When the last expected event arrives the parent is synced once
-// more if the sync asked for a follow-up or if a foreign change arrived in
-// the meantime. This is the expectations pattern of the built-in workload
-// controllers, extended to updates by resourceVersion.
+// more if the sync asked for a follow-up, if a foreign change arrived in
+// the meantime, or if a sync was skipped while waiting. This is the
+// expectations pattern of the built-in workload controllers, extended to
+// updates by resourceVersion.
+//
+// A sync brackets its writes with begin and finish: events that arrive
+// while it runs (before the resourceVersions of its writes are known) are
+// remembered and matched at finish.
 type expectations struct {
 	mu sync.Mutex
 	m  map[parentKey]*expectation
 }
 
 type expectation struct {
+	open     bool
+	seen     map[objRef][]string
 	want     map[objRef]string
 	followUp bool
 	dirty    bool
@@ -61,16 +68,50 @@ type expectation struct {
 
 func newExpectations() *expectations { return &expectations{m: map[parentKey]*expectation{}} }
 
-// expect records the writes of a sync of pk (ref -> resourceVersion after
-// the write, or deletedRV). An empty want clears pk's expectations.
-func (e *expectations) expect(pk parentKey, want map[objRef]string, followUp bool) {
+// begin opens the expectations of a sync of pk.
+func (e *expectations) begin(pk parentKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(want) == 0 {
-		delete(e.m, pk)
-		return
+	e.m[pk] = &expectation{open: true, seen: map[objRef][]string{}}
+}
+
+func matches(want, rv string, deleting bool) bool {
+	return (want == deletedRV && deleting) || want == rv
+}
+
+// finish records the writes of the sync of pk (ref -> resourceVersion
+// after the write, or deletedRV) and reports whether pk must be synced
+// again right away: all writes were already observed and a follow-up was
+// asked for or something else happened meanwhile.
+func (e *expectations) finish(pk parentKey, want map[objRef]string, followUp bool) (resync, waiting bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ex := e.m[pk]
+	if ex == nil || !ex.open {
+		ex = &expectation{seen: map[objRef][]string{}}
 	}
-	e.m[pk] = &expectation{want: want, followUp: followUp, deadline: time.Now().Add(expectationTimeout)}
+	ex.open, ex.followUp = false, followUp
+	ex.want = map[objRef]string{}
+	for ref, rv := range want {
+		ex.want[ref] = rv
+	}
+	for ref, rvs := range ex.seen {
+		for _, rv := range rvs {
+			if w, ok := ex.want[ref]; ok && matches(w, rv, rv == deletedRV) {
+				delete(ex.want, ref)
+			} else {
+				ex.dirty = true
+			}
+		}
+	}
+	ex.seen = nil
+	if len(ex.want) == 0 {
+		delete(e.m, pk)
+		return ex.followUp || ex.dirty, false
+	}
+	ex.deadline = time.Now().Add(expectationTimeout)
+	e.m[pk] = ex
+	return false, true
 }
 
 // observe is called for every event that concerns pk: obj is the new state
@@ -84,35 +125,45 @@ func (e *expectations) observe(pk parentKey, obj *unstructured.Unstructured, del
 		return true
 	}
 	ref := refOf(obj)
-	if want, ok := ex.want[ref]; ok {
-		matched := (want == deletedRV && (deleted || obj.GetDeletionTimestamp() != nil)) ||
-			(!deleted && want == obj.GetResourceVersion())
-		if matched {
-			delete(ex.want, ref)
-			if len(ex.want) == 0 {
-				delete(e.m, pk)
-				return ex.followUp || ex.dirty
-			}
-			return false
+	deleting := deleted || obj.GetDeletionTimestamp() != nil
+	if ex.open {
+		rv := obj.GetResourceVersion()
+		if deleting {
+			rv = deletedRV
 		}
+		ex.seen[ref] = append(ex.seen[ref], rv)
+		if deleting && !deleted {
+			ex.seen[ref] = append(ex.seen[ref], obj.GetResourceVersion())
+		}
+		return false
+	}
+	if want, ok := ex.want[ref]; ok && matches(want, obj.GetResourceVersion(), deleting) {
+		delete(ex.want, ref)
+		if len(ex.want) == 0 {
+			delete(e.m, pk)
+			return ex.followUp || ex.dirty
+		}
+		return false
 	}
 	ex.dirty = true
 	return false
 }
 
 // pending reports whether pk still waits for its own writes; expired
-// expectations are dropped.
+// expectations are dropped. A sync skipped because of them is remembered
+// so that it happens when they are met.
 func (e *expectations) pending(pk parentKey) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ex := e.m[pk]
-	if ex == nil {
+	if ex == nil || ex.open {
 		return false
 	}
 	if time.Now().After(ex.deadline) {
 		delete(e.m, pk)
 		return false
 	}
+	ex.dirty = true
 	return true
 }
 

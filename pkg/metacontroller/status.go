@@ -36,26 +36,31 @@ func (w writes) deleted(o *unstructured.Unstructured) { w[refOf(o)] = deletedRV 
 
 // writeStatus replaces parent's status with status plus observedGeneration
 // (the Metacontroller convention), through the status subresource, or the
-// main resource for kinds without one. No write when the status is
-// unchanged; a nil status leaves it alone.
-func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructured, status map[string]any, w writes) error {
+// main resource for kinds without one (observedGeneration only when asked:
+// CompositeController parents get it, decorated objects do not). No write
+// when the status is unchanged; a nil status leaves it alone.
+//
+// It returns the object as written (parent when there was no write).
+func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructured, status map[string]any, observedGeneration bool, w writes) (*unstructured.Unstructured, error) {
 	if status == nil {
-		return nil
+		return parent, nil
 	}
 	next := runtime.DeepCopyJSON(status)
-	next["observedGeneration"] = parent.GetGeneration()
+	if observedGeneration {
+		next["observedGeneration"] = parent.GetGeneration()
+	}
 	cur, _ := parent.Object["status"].(map[string]any)
 	if apply.Equal(cur, next) {
-		return nil
+		return parent, nil
 	}
 	obj := parent.DeepCopy()
 	obj.Object["status"] = next
 	if err := e.updateStatus(ctx, obj); err != nil {
-		return fmt.Errorf("updating the status of %s %s: %w", parent.GetKind(), describe(parent), err)
+		return parent, fmt.Errorf("updating the status of %s %s: %w", parent.GetKind(), describe(parent), err)
 	}
 	w.add(obj)
 	writesTotal.WithLabelValues(e.name, "status").Inc()
-	return nil
+	return obj, nil
 }
 
 // updateStatus writes obj's status through the status subresource, falling
@@ -84,7 +89,7 @@ func describe(o metav1.Object) string {
 // a Synced=False condition merged into its status (other status fields are
 // kept; no write when the condition is already there). It returns the
 // original error for the retry.
-func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructured.Unstructured, hookName string, err error) error {
+func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructured.Unstructured, w writes, hookName string, err error) error {
 	reason := hook.ReasonOf(err)
 	if reason == "" {
 		reason = "Error"
@@ -127,10 +132,9 @@ func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructu
 	obj := parent.DeepCopy()
 	obj.Object["status"] = status
 	if uerr := e.updateStatus(ctx, obj); uerr == nil {
-		w := writes{}
+		// Awaited without a follow-up: our own condition write must not
+		// bypass the backoff.
 		w.add(obj)
-		// Our own condition write must not bypass the backoff.
-		e.exp.expect(pk, w, false)
 		writesTotal.WithLabelValues(e.name, "status").Inc()
 	} else {
 		e.log.V(1).Info("could not write the failure condition", "parent", pk.String(), "error", uerr.Error())

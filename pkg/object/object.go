@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"sort"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -139,22 +138,42 @@ func fromNumbers(v any) any {
 	}
 }
 
-// MergePatch applies a JSON merge patch (RFC 7386) to doc and returns the
-// result in the unstructured model; doc is not modified.
+// MergePatch applies a JSON merge patch (RFC 7386, section 2) to doc and
+// returns the result; doc and patch are not modified and the result shares
+// no maps or lists with them. It works on the unstructured model directly,
+// without a JSON round trip: a null in the patch removes the key, a map
+// merges recursively, anything else (lists included) replaces.
 func MergePatch(doc, patch map[string]any) (map[string]any, error) {
-	db, err := json.Marshal(doc)
-	if err != nil {
-		return nil, err
+	out, _ := mergeValue(doc, patch).(map[string]any)
+	if out == nil {
+		out = map[string]any{}
 	}
-	pb, err := json.Marshal(patch)
-	if err != nil {
-		return nil, err
+	return out, nil
+}
+
+func mergeValue(target any, patch any) any {
+	pm, ok := patch.(map[string]any)
+	if !ok {
+		return DeepCopy(patch)
 	}
-	rb, err := jsonpatch.MergePatch(db, pb)
-	if err != nil {
-		return nil, err
+	tm, ok := target.(map[string]any)
+	var out map[string]any
+	if ok {
+		out = make(map[string]any, len(tm)+len(pm))
+		for k, v := range tm {
+			out[k] = DeepCopy(v)
+		}
+	} else {
+		out = make(map[string]any, len(pm))
 	}
-	return FromJSON(rb)
+	for k, v := range pm {
+		if v == nil {
+			delete(out, k)
+			continue
+		}
+		out[k] = mergeValue(out[k], v)
+	}
+	return out
 }
 
 // LeafPaths returns the paths of the leaves a merge patch sets (a leaf is any

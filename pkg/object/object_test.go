@@ -3,6 +3,8 @@ package object
 import (
 	"reflect"
 	"testing"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 )
 
 func TestKeyOf(t *testing.T) {
@@ -109,6 +111,44 @@ func TestContains(t *testing.T) {
 	} {
 		if got := Contains(existing, tc.sub); got != tc.want {
 			t.Errorf("Contains(existing, %v) = %v, want %v", tc.sub, got, tc.want)
+		}
+	}
+}
+
+// TestMergePatchMatchesLibrary checks MergePatch against the json-patch
+// library's RFC 7386 implementation on the RFC's examples and random cases.
+func TestMergePatchMatchesLibrary(t *testing.T) {
+	cases := [][2]string{
+		{`{"a":"b"}`, `{"a":"c"}`},
+		{`{"a":"b"}`, `{"b":"c"}`},
+		{`{"a":"b"}`, `{"a":null}`},
+		{`{"a":"b","b":"c"}`, `{"a":null}`},
+		{`{"a":["b"]}`, `{"a":"c"}`},
+		{`{"a":"c"}`, `{"a":["b"]}`},
+		{`{"a":{"b":"c"}}`, `{"a":{"b":"d","c":null}}`},
+		{`{"a":[{"b":"c"}]}`, `{"a":[1]}`},
+		{`{"e":null}`, `{"a":1}`},
+		{`{}`, `{"a":{"bb":{"ccc":null}}}`},
+		{`{"m":{"x":1,"y":{"z":2}}}`, `{"m":{"y":{"z":null,"w":[1,2]},"x":null}}`},
+	}
+	for _, c := range cases {
+		doc, _ := FromJSON([]byte(c[0]))
+		patch, _ := FromJSON([]byte(c[1]))
+		got, err := MergePatch(doc, patch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantB, err := jsonpatch.MergePatch([]byte(c[0]), []byte(c[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := FromJSON(wantB)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("MergePatch(%s, %s) = %v, library gives %v", c[0], c[1], got, want)
+		}
+		// Inputs untouched.
+		if d2, _ := FromJSON([]byte(c[0])); !reflect.DeepEqual(doc, d2) {
+			t.Errorf("MergePatch modified its document: %v", doc)
 		}
 	}
 }

@@ -36,7 +36,7 @@ func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) err
 	}
 	var needs []need
 	for i, s := range c.Sources() {
-		if s.Type == opv1a1.OneShot || r.isView(s.GVK) {
+		if s.Type == opv1a1.OneShot || s.Type == opv1a1.Periodic || r.isView(s.GVK) {
 			continue
 		}
 		needs = append(needs, need{fmt.Sprintf("sources[%d]", i), s.GVK, s.Namespace, []string{"get", "list", "watch"}})

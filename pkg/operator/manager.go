@@ -8,10 +8,12 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 )
 
@@ -29,14 +31,17 @@ type ManagerOptions struct {
 	Logger logr.Logger
 }
 
-// NewScheme returns a scheme with the Kubernetes built-in types and the
-// Operator API.
+// NewScheme returns a scheme with the Kubernetes built-in types, the
+// Operator API and the Metacontroller-compatible API.
 func NewScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	if err := opv1a1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := mcv1a1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	return scheme, nil
@@ -65,6 +70,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 		LeaderElectionID:        "dcontroller-manager",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		// managedFields is the bulk of many objects and no pipeline reads it.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the manager: %w", err)

@@ -34,6 +34,9 @@ const (
 	ReasonForbidden   = "Forbidden"
 )
 
+// WriteConcurrency is how many target writes a controller issues at once.
+const WriteConcurrency = 8
+
 // maxBatch bounds how many queued changes a controller processes in one
 // pipeline run.
 const maxBatch = 512
@@ -220,6 +223,7 @@ func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 			Operator: op.Name, Index: i, Client: client,
 			ResolveVersion: r.resolveVersion,
 			Logger:         log.WithValues("controller", name),
+			Concurrency:    WriteConcurrency,
 		})
 		if err != nil {
 			run.invalid[name] = err
@@ -258,7 +262,7 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 	c := rc.c
 	var initial []controller.Change
 	for _, s := range c.Sources() {
-		if s.Type == opv1a1.OneShot {
+		if s.Type == opv1a1.OneShot || s.Type == opv1a1.Periodic {
 			continue
 		}
 		s := s

@@ -172,6 +172,13 @@ func input(in map[string]*dbsp.ZSet, kind string) *dbsp.ZSet {
 // version with weight -1 and its new version with weight +1). The input
 // Z-sets are not modified and the result is owned by the caller.
 //
+// Documents must be in the JSON data model (as decoded by encoding/json or
+// held by unstructured Kubernetes objects) and are never modified: output
+// documents may share maps and lists with input documents, so callers must
+// treat both as read-only. The circuit integrates its inputs, so a deletion
+// or the old half of an update must carry a document equal to the one
+// inserted before.
+//
 // A key that is not a source kind is an error, and nothing is processed.
 // Per-document evaluation errors (a failing expression, a @select that is
 // not a bool, an @unwind of a non-list) do not stop processing: the failing

@@ -234,49 +234,64 @@ func groupKey(key expression.Expression) dbsp.KeyFunc {
 	}
 }
 
-// members returns the documents of a group in the deterministic order of
-// @gather and @groupBy, each repeated by its (positive) weight: by
-// metadata.namespace, then metadata.name, then the canonical order of
-// documents.
-func members(group *dbsp.ZSet) []dbsp.Document {
-	type member struct {
-		ns, name string
-		doc      dbsp.Document
-		weight   int
+// member is what @gather and @groupBy keep of a group member: its sort key
+// and its value, computed once as it joins the group.
+type member struct {
+	ns, name string
+	value    any
+}
+
+// newMember returns the MemberFunc computing the member of a document with
+// the given value function.
+func newMember(value func(dbsp.Document) (any, error)) dbsp.MemberFunc {
+	return func(doc dbsp.Document) (any, error) {
+		v, err := value(doc)
+		if err != nil {
+			return nil, docError(err, doc)
+		}
+		md, _ := doc["metadata"].(map[string]any)
+		ns, _ := md["namespace"].(string)
+		name, _ := md["name"].(string)
+		return &member{ns: ns, name: name, value: v}, nil
 	}
-	ms := make([]member, 0, group.Len())
-	group.Range(func(doc dbsp.Document, w int) bool {
-		if w > 0 {
-			md, _ := doc["metadata"].(map[string]any)
-			ns, _ := md["namespace"].(string)
-			name, _ := md["name"].(string)
-			ms = append(ms, member{ns: ns, name: name, doc: doc, weight: w})
-		}
-		return true
-	})
-	slices.SortFunc(ms, func(a, b member) int {
-		if c := cmp.Compare(a.ns, b.ns); c != 0 {
+}
+
+// sortMembers orders the members of a group deterministically, each
+// repeated by its (positive) weight: by metadata.namespace, then
+// metadata.name, then the canonical order of documents. It returns the
+// first document (nil if there is none) and the non-null member values in
+// that order.
+func sortMembers(ms []dbsp.Member) (dbsp.Document, []any) {
+	ms = slices.DeleteFunc(ms, func(m dbsp.Member) bool { return m.Weight <= 0 })
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(ms, func(a, b dbsp.Member) int {
+		x, y := a.Value.(*member), b.Value.(*member)
+		if c := cmp.Compare(x.ns, y.ns); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.name, b.name); c != 0 {
+		if c := cmp.Compare(x.name, y.name); c != 0 {
 			return c
 		}
-		return dbsp.Compare(a.doc, b.doc)
+		return dbsp.Compare(a.Doc, b.Doc)
 	})
-	out := make([]dbsp.Document, 0, len(ms))
+	values := make([]any, 0, len(ms))
 	for _, m := range ms {
-		for range m.weight {
-			out = append(out, m.doc)
+		if v := m.Value.(*member).value; v != nil {
+			for range m.Weight {
+				values = append(values, v)
+			}
 		}
 	}
-	return out
+	return ms[0].Doc, values
 }
 
 // compileGather compiles `@gather [key, value]` (alias @mux) to an
 // incremental grouped aggregate: documents are grouped by the key
 // expression (null keys are dropped); each group yields its first document
-// (see members) with the list of the group members' non-null values at the
-// value path (a singular JSONPath) set at that path.
+// (see sortMembers) with the list of the group members' non-null values at
+// the value path (a singular JSONPath) set at that path.
 func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
 	key, value, valuePath, err := groupArgs(arg, path, name)
 	if err != nil {
@@ -286,20 +301,15 @@ func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dbsp.NewGroupBy(groupKey(key), func(_ any, group *dbsp.ZSet) (dbsp.Document, error) {
-		docs := members(group)
-		if len(docs) == 0 {
+	get := func(doc dbsp.Document) (any, error) { return pa.get(doc), nil }
+	return dbsp.NewGroupBy(groupKey(key), newMember(get), func(_ any, ms []dbsp.Member) (dbsp.Document, error) {
+		first, values := sortMembers(ms)
+		if first == nil {
 			return nil, nil
 		}
-		values := make([]any, 0, len(docs))
-		for _, d := range docs {
-			if v := pa.get(d); v != nil {
-				values = append(values, v)
-			}
-		}
-		out, err := pa.with(docs[0], values)
+		out, err := pa.with(first, values)
 		if err != nil {
-			return nil, docError(&expression.Error{Path: valuePath, Op: name, Err: err}, docs[0])
+			return nil, docError(&expression.Error{Path: valuePath, Op: name, Err: err}, first)
 		}
 		return out, nil
 	}), nil
@@ -307,9 +317,9 @@ func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
 
 // compileGroupBy compiles `@groupBy [key, value]` to an incremental grouped
 // aggregate: documents are grouped by the key expression (null keys are
-// dropped); each group yields {"key": key, "values": [value, ...]} with
-// the non-null values of the value expression over the group's members in
-// the order of members.
+// dropped); each group yields {"key": key, "values": [value, ...]} with the
+// non-null values of the value expression over the group's members in the
+// order of sortMembers.
 func compileGroupBy(arg any, path string) (dbsp.Operator, error) {
 	key, value, valuePath, err := groupArgs(arg, path, opGroupBy)
 	if err != nil {
@@ -319,20 +329,11 @@ func compileGroupBy(arg any, path string) (dbsp.Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dbsp.NewGroupBy(groupKey(key), func(k any, group *dbsp.ZSet) (dbsp.Document, error) {
-		docs := members(group)
-		if len(docs) == 0 {
+	get := func(doc dbsp.Document) (any, error) { return eval(val, doc) }
+	return dbsp.NewGroupBy(groupKey(key), newMember(get), func(k any, ms []dbsp.Member) (dbsp.Document, error) {
+		first, values := sortMembers(ms)
+		if first == nil {
 			return nil, nil
-		}
-		values := make([]any, 0, len(docs))
-		for _, d := range docs {
-			v, err := eval(val, d)
-			if err != nil {
-				return nil, docError(err, d)
-			}
-			if v != nil {
-				values = append(values, v)
-			}
 		}
 		return dbsp.Document{"key": k, "values": values}, nil
 	}), nil

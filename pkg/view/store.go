@@ -41,14 +41,26 @@ type Store struct {
 	objects  map[schema.GroupVersionKind]map[object.Key]*unstructured.Unstructured
 	handlers map[int]Handler
 	nextID   int
+
+	opts     Options
+	history  history
+	watchers map[schema.GroupVersionKind]map[*Watcher]struct{}
 }
 
-// NewStore returns an empty store.
+// NewStore returns an empty store with default Options.
 func NewStore() *Store {
-	return &Store{
+	return NewStoreWithOptions(Options{})
+}
+
+// NewStoreWithOptions returns an empty store.
+func NewStoreWithOptions(opts Options) *Store {
+	s := &Store{
 		objects:  map[schema.GroupVersionKind]map[object.Key]*unstructured.Unstructured{},
 		handlers: map[int]Handler{},
+		watchers: map[schema.GroupVersionKind]map[*Watcher]struct{}{},
 	}
+	s.SetOptions(opts)
+	return s
 }
 
 // Subscribe registers h for every change; the returned function unregisters it.
@@ -152,6 +164,9 @@ func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructur
 		return nil, apierrors.NewAlreadyExists(gr(gvk), key.String())
 	}
 	stored := obj.DeepCopy()
+	if s.opts.ServerMetadata {
+		stampServerMetadata(stored)
+	}
 	s.rv++
 	stored.SetResourceVersion(strconv.FormatInt(s.rv, 10))
 	stored.SetGeneration(1)
@@ -159,6 +174,7 @@ func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructur
 		s.objects[gvk] = map[object.Key]*unstructured.Unstructured{}
 	}
 	s.objects[gvk][key] = stored
+	s.record(Added, gvk, stored, nil)
 	out := stored.DeepCopy()
 	s.mu.Unlock()
 	s.notify(Event{Type: Added, Object: out.DeepCopy()})
@@ -186,12 +202,22 @@ func (s *Store) Update(obj *unstructured.Unstructured) (*unstructured.Unstructur
 		return nil, apierrors.NewConflict(gr(gvk), key.String(),
 			fmt.Errorf("the object has been modified; resourceVersion %s is not the latest (%s)", rv, old.GetResourceVersion()))
 	}
+	if s.opts.ServerMetadata {
+		if uid := obj.GetUID(); uid != "" && old.GetUID() != "" && uid != old.GetUID() {
+			s.mu.Unlock()
+			return nil, apierrors.NewConflict(gr(gvk), key.String(),
+				fmt.Errorf("metadata.uid %s does not match the stored object's uid %s", uid, old.GetUID()))
+		}
+	}
 	if object.Equal(object.StripServerFields(old.Object), object.StripServerFields(obj.Object)) {
 		out := old.DeepCopy()
 		s.mu.Unlock()
 		return out, nil
 	}
 	stored := obj.DeepCopy()
+	if s.opts.ServerMetadata {
+		keepServerMetadata(old, stored)
+	}
 	s.rv++
 	stored.SetResourceVersion(strconv.FormatInt(s.rv, 10))
 	gen := old.GetGeneration()
@@ -200,6 +226,7 @@ func (s *Store) Update(obj *unstructured.Unstructured) (*unstructured.Unstructur
 	}
 	stored.SetGeneration(gen)
 	s.objects[gvk][key] = stored
+	s.record(Modified, gvk, stored, old)
 	out := stored.DeepCopy()
 	s.mu.Unlock()
 	s.notify(Event{Type: Modified, Object: out.DeepCopy(), Old: old.DeepCopy()})
@@ -221,15 +248,6 @@ func specChanged(a, b map[string]any) bool {
 
 // Delete removes an object; NotFound if it does not exist.
 func (s *Store) Delete(gvk schema.GroupVersionKind, key object.Key) error {
-	s.mu.Lock()
-	old, ok := s.objects[gvk][key]
-	if !ok {
-		s.mu.Unlock()
-		return apierrors.NewNotFound(gr(gvk), key.String())
-	}
-	delete(s.objects[gvk], key)
-	s.rv++
-	s.mu.Unlock()
-	s.notify(Event{Type: Deleted, Object: old.DeepCopy(), Old: old.DeepCopy()})
-	return nil
+	_, err := s.DeleteIf(gvk, key, Preconditions{})
+	return err
 }

@@ -235,3 +235,58 @@ spec:
 	})
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "half-broken")
 }
+
+// TestPeriodicRepairsDrift: a Periodic source recomputes the target state
+// and repairs drift: a changed target is fixed and a deleted one recreated.
+func TestPeriodicRepairsDrift(t *testing.T) {
+	startManager(t)
+	mustKubectl(t, "", "create", "namespace", "e2e-periodic")
+	mustKubectl(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: mirror
+spec:
+  controllers:
+    - name: mirror
+      sources:
+        - apiGroup: ""
+          kind: Secret
+          namespace: e2e-periodic
+        - kind: Resync
+          type: Periodic
+          parameters: {period: 1s}
+      pipeline:
+        "@project":
+          metadata:
+            name: {"@concat": ["$.metadata.name", "-keys"]}
+            namespace: "$.metadata.namespace"
+          data:
+            keys: {"@join": [{"@sortBy": ["$$", {"@map": ["$$.key", {"@cel": "self.data.map(k, {'key': k})"}]}]}, ","]}
+      target: {apiGroup: "", kind: ConfigMap}
+`, "apply", "-f", "-")
+	mustKubectl(t, "", "-n", "e2e-periodic", "create", "secret", "generic", "db", "--from-literal=user=u", "--from-literal=password=p")
+	keys := func() (string, error) {
+		return kubectl(t, "", "-n", "e2e-periodic", "get", "configmap", "db-keys", "-o", "jsonpath={.data.keys}")
+	}
+	eventually(t, 20*time.Second, func() string {
+		if got, err := keys(); err != nil || got != "password,user" {
+			return fmt.Sprintf("keys %q (err %v)", got, err)
+		}
+		return ""
+	})
+	mustKubectl(t, "", "-n", "e2e-periodic", "patch", "configmap", "db-keys", "--type=merge", "-p", `{"data":{"keys":"tampered"}}`)
+	eventually(t, 20*time.Second, func() string {
+		if got, err := keys(); err != nil || got != "password,user" {
+			return fmt.Sprintf("drift not repaired: %q (err %v)", got, err)
+		}
+		return ""
+	})
+	mustKubectl(t, "", "-n", "e2e-periodic", "delete", "configmap", "db-keys")
+	eventually(t, 20*time.Second, func() string {
+		if got, err := keys(); err != nil || got != "password,user" {
+			return fmt.Sprintf("deleted target not recreated: %q (err %v)", got, err)
+		}
+		return ""
+	})
+	mustKubectl(t, "", "delete", "operators.dcontroller.io", "mirror")
+}

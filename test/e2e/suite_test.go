@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
@@ -104,6 +105,10 @@ func startManagerWith(t *testing.T, opts operator.ManagerOptions) (stop func()) 
 		cancel()
 		t.Fatal(err)
 	}
+	if err := metacontroller.Setup(ctx, mgr, metacontroller.Options{Logger: log}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -127,6 +132,11 @@ func startManagerWith(t *testing.T, opts operator.ManagerOptions) (stop func()) 
 // kubectl runs the built kubectl against the test cluster.
 func kubectl(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
+	return kubectlB(stdin, args...)
+}
+
+// kubectlB runs the built kubectl (usable from benchmarks).
+func kubectlB(stdin string, args ...string) (string, error) {
 	cmd := exec.Command(kubectlBin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)

@@ -1,0 +1,614 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/endpoints/discovery"
+	discoveryendpoint "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
+	"k8s.io/apiserver/pkg/endpoints/handlers"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/rest"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/kube-openapi/pkg/handler"
+	"k8s.io/kube-openapi/pkg/handler3"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/auth"
+	"github.com/dcontroller/dcontroller/pkg/view"
+)
+
+// Mode selects how the server is secured.
+type Mode string
+
+const (
+	// Development serves plain HTTP without authentication: every request
+	// is allowed. Meant for a loopback address.
+	Development Mode = "development"
+	// Production serves HTTPS with the given certificate and key and
+	// requires a bearer JWT signed by that key on every request (see
+	// package auth for the claims and the authorization rules).
+	Production Mode = "production"
+)
+
+// Defaults.
+const (
+	DefaultAddr             = "127.0.0.1:8443"
+	DefaultBookmarkInterval = 30 * time.Second
+	DefaultSyncInterval     = time.Second
+	// developerName is the user every development-mode request runs as.
+	developerName = "developer"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Addr is the HOST:PORT to listen on (DefaultAddr when empty and no
+	// Listener is given). Port 0 picks a free port; see Server.Addr.
+	Addr string
+	// Listener, when set, is used instead of listening on Addr.
+	Listener net.Listener
+	// Mode is Development (default) or Production.
+	Mode Mode
+	// CertFile and KeyFile are the PEM TLS certificate and private key of
+	// production mode; the key's public half verifies bearer tokens.
+	CertFile, KeyFile string
+	// Store holds the served objects.
+	Store *view.Store
+	// Kinds, when set, lists kinds to serve even when the store holds no
+	// object of them, such as the views of the running operators. It is
+	// called on every discovery refresh and must be cheap.
+	Kinds func() []schema.GroupVersionKind
+	// ServeNativeKinds serves every kind in Store, not only views
+	// (<operator>.view.dcontroller.io): the standalone mode, where native
+	// kinds also live in the store.
+	ServeNativeKinds bool
+	// TokenOptions tune token validation in production mode (issuer,
+	// audience, clock skew).
+	TokenOptions auth.ValidationOptions
+	// Authenticator and Authorizer override the mode's defaults.
+	Authenticator authenticator.Request
+	Authorizer    authorizer.Authorizer
+	// BookmarkInterval is how often a quiet watch that asked for bookmarks
+	// gets one (DefaultBookmarkInterval when 0).
+	BookmarkInterval time.Duration
+	// SyncInterval is how often Kinds is polled for changes
+	// (DefaultSyncInterval when 0); store changes are seen at once.
+	SyncInterval time.Duration
+	// Logger receives structured logs.
+	Logger logr.Logger
+}
+
+// Server is the embedded API server: it serves the objects of a view.Store
+// to Kubernetes clients through k8s.io/apiserver's handlers, with live
+// discovery and OpenAPI documents.
+type Server struct {
+	opts       Options
+	log        logr.Logger
+	generic    *genericapiserver.GenericAPIServer
+	listener   net.Listener
+	serializer objectSerializer
+	authz      authorizer.Authorizer
+	equivalent runtime.EquivalentResourceRegistry
+
+	resources atomic.Pointer[resourceSet]
+	serving   sync.Map // schema.GroupVersionKind -> *served
+
+	syncMu    sync.Mutex
+	syncCh    chan struct{}
+	openapiV2 *handler.OpenAPIService
+	openapiV3 *handler3.OpenAPIService
+	v3Keys    map[string]bool
+}
+
+// served is the handler state of one resource.
+type served struct {
+	res     *resource
+	storage *storage
+	scope   *handlers.RequestScope
+}
+
+// New builds a server; it listens at once (so Addr is known) and serves
+// once Run is called.
+func New(opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("apiserver: a store is required")
+	}
+	if opts.Mode == "" {
+		opts.Mode = Development
+	}
+	if opts.BookmarkInterval <= 0 {
+		opts.BookmarkInterval = DefaultBookmarkInterval
+	}
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = DefaultSyncInterval
+	}
+	if opts.Addr == "" {
+		opts.Addr = DefaultAddr
+	}
+	s := &Server{opts: opts, log: opts.Logger, serializer: newObjectSerializer(), syncCh: make(chan struct{}, 1),
+		equivalent: runtime.NewEquivalentResourceRegistry(), v3Keys: map[string]bool{}}
+
+	authn, authz, err := s.security()
+	if err != nil {
+		return nil, err
+	}
+	s.authz = authz
+
+	cfg := genericapiserver.NewConfig(metaCodecs)
+	cfg.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString("1.37", "", "")
+	cfg.LoopbackClientConfig = &rest.Config{}
+	cfg.Authentication.Authenticator = authn
+	cfg.Authorization.Authorizer = authz
+	cfg.EnableProfiling = false
+	cfg.EnableMetrics = false
+	cfg.EquivalentResourceRegistry = s.equivalent
+	cfg.MinRequestTimeout = 1800
+
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", opts.Addr); err != nil {
+			return nil, fmt.Errorf("apiserver: listening on %s: %w", opts.Addr, err)
+		}
+	}
+	s.listener = ln
+	cfg.ExternalAddress = ln.Addr().String()
+	if opts.Mode == Production {
+		certPEM, err := os.ReadFile(opts.CertFile)
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("apiserver: reading --tls-cert-file: %w", err)
+		}
+		keyPEM, err := os.ReadFile(opts.KeyFile)
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("apiserver: reading --tls-key-file: %w", err)
+		}
+		cert, err := dynamiccertificates.NewStaticCertKeyContent("apiserver", certPEM, keyPEM)
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("apiserver: loading the TLS certificate and key: %w", err)
+		}
+		cfg.SecureServing = &genericapiserver.SecureServingInfo{Listener: ln, Cert: cert, MinTLSVersion: tls.VersionTLS12}
+	}
+
+	generic, err := cfg.Complete(nil).New("dcontroller-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	s.generic = generic
+	mux := generic.Handler.NonGoRestfulMux
+	mux.HandlePrefix("/apis/", s)
+	legacy := discovery.NewLegacyRootAPIHandler(discovery.DefaultAddresses{DefaultAddress: cfg.ExternalAddress}, metaCodecs, "/api")
+	legacyWrapped := discoveryendpoint.WrapAggregatedDiscoveryToHandler(legacy,
+		generic.AggregatedLegacyDiscoveryGroupManager, generic.AggregatedLegacyDiscoveryGroupManager)
+	mux.Handle("/api", legacyWrapped)
+	mux.Handle("/api/", legacyWrapped)
+	mux.HandlePrefix("/api/", s)
+
+	s.openapiV2 = handler.NewOpenAPIService(swaggerV2(nil))
+	s.openapiV2.RegisterOpenAPIVersionedService("/openapi/v2", mux)
+	s.openapiV3 = handler3.NewOpenAPIService()
+	if err := s.openapiV3.RegisterOpenAPIV3VersionedService("/openapi/v3", mux); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	s.sync()
+	return s, nil
+}
+
+// security returns the authenticator and authorizer of the mode.
+func (s *Server) security() (authenticator.Request, authorizer.Authorizer, error) {
+	authn, authz := s.opts.Authenticator, s.opts.Authorizer
+	switch s.opts.Mode {
+	case Development:
+		if authn == nil {
+			authn = authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) {
+				return &authenticator.Response{User: &user.DefaultInfo{Name: developerName,
+					Groups: []string{user.AllAuthenticated}}}, true, nil
+			})
+		}
+		if authz == nil {
+			authz = authorizerfactory.NewAlwaysAllowAuthorizer()
+		}
+	case Production:
+		if s.opts.CertFile == "" || s.opts.KeyFile == "" {
+			return nil, nil, errors.New("apiserver: production mode needs --tls-cert-file and --tls-key-file")
+		}
+		if authn == nil {
+			key, err := auth.LoadPrivateKeyFile(s.opts.KeyFile)
+			if err != nil {
+				return nil, nil, fmt.Errorf("apiserver: %w", err)
+			}
+			authn = auth.NewAuthenticator(auth.PublicKeyOf(key), s.opts.TokenOptions)
+		}
+		if authz == nil {
+			authz = auth.NewAuthorizer()
+		}
+	default:
+		return nil, nil, fmt.Errorf("apiserver: unknown mode %q (want %q or %q)", s.opts.Mode, Development, Production)
+	}
+	return authn, authz, nil
+}
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// Run serves until ctx is done. It keeps discovery and OpenAPI in sync with
+// the store and Options.Kinds.
+func (s *Server) Run(ctx context.Context) error {
+	cancel := s.opts.Store.Subscribe(func(ev view.Event) {
+		gvk := ev.Object.GroupVersionKind()
+		set := s.resources.Load()
+		switch ev.Type {
+		case view.Added:
+			if set.byGVK[gvk] == nil && s.wanted(gvk) {
+				s.requestSync()
+			}
+		case view.Deleted:
+			if set.byGVK[gvk] != nil {
+				s.requestSync()
+			}
+		}
+	})
+	defer cancel()
+	go s.syncLoop(ctx)
+
+	prepared := s.generic.PrepareRun()
+	s.log.Info("API server listening", "address", s.Addr(), "mode", string(s.opts.Mode))
+	if s.opts.Mode == Production {
+		return prepared.RunWithContext(ctx)
+	}
+	// Development: plain HTTP. The generic server only serves TLS, so the
+	// handler chain is served here; its post-start hooks still run.
+	if _, _, err := prepared.NonBlockingRunWithContext(ctx, 0); err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s.generic.Handler, ReadHeaderTimeout: 30 * time.Second}
+	errCh := make(chan error, 1)
+	go func() { errCh <- srv.Serve(s.listener) }()
+	select {
+	case <-ctx.Done():
+		shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		_ = srv.Shutdown(shutdown)
+		_ = srv.Close()
+		return nil
+	case err := <-errCh:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+func (s *Server) requestSync() {
+	select {
+	case s.syncCh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Server) syncLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.syncCh:
+		case <-t.C:
+		}
+		s.sync()
+	}
+}
+
+// wanted reports whether a kind found in the store is served.
+func (s *Server) wanted(gvk schema.GroupVersionKind) bool {
+	return s.opts.ServeNativeKinds || opv1a1.IsViewGroup(gvk.Group)
+}
+
+// desiredKinds are the kinds to serve now.
+func (s *Server) desiredKinds() []schema.GroupVersionKind {
+	var kinds []schema.GroupVersionKind
+	for _, gvk := range s.opts.Store.Kinds() {
+		if s.wanted(gvk) {
+			kinds = append(kinds, gvk)
+		}
+	}
+	if s.opts.Kinds != nil {
+		for _, gvk := range s.opts.Kinds() {
+			if s.wanted(gvk) {
+				kinds = append(kinds, gvk)
+			}
+		}
+	}
+	return kinds
+}
+
+// Sync brings discovery and OpenAPI up to date at once (the server also
+// does so on its own within Options.SyncInterval).
+func (s *Server) Sync() { s.sync() }
+
+func (s *Server) sync() {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	next, conflicts := newResourceSet(s.desiredKinds())
+	for _, c := range conflicts {
+		s.log.Error(errors.New("resource name conflict"), "kind not served", "conflict", c)
+	}
+	prev := s.resources.Load()
+	if prev != nil && prev.sameKinds(next) {
+		return
+	}
+	for gvk, r := range next.byGVK {
+		if _, ok := s.serving.Load(gvk); ok {
+			continue
+		}
+		sv, err := s.newServed(r)
+		if err != nil {
+			s.log.Error(err, "cannot serve kind", "kind", gvk.String())
+			delete(next.byGVK, gvk)
+			delete(next.byGVR, r.gvr)
+			continue
+		}
+		s.serving.Store(gvk, sv)
+		s.equivalent.RegisterKindFor(r.gvr, "", gvk)
+	}
+	s.serving.Range(func(k, _ any) bool {
+		if next.byGVK[k.(schema.GroupVersionKind)] == nil {
+			s.serving.Delete(k)
+		}
+		return true
+	})
+	s.resources.Store(next)
+	s.publishDiscovery(prev, next)
+	s.publishOpenAPI(next)
+	var names []string
+	for gvr := range next.byGVR {
+		names = append(names, gvr.GroupResource().String())
+	}
+	sort.Strings(names)
+	s.log.V(1).Info("serving resources", "resources", names)
+}
+
+func (s *Server) newServed(r *resource) (*served, error) {
+	st := &storage{res: r, store: s.opts.Store, bookmarkInterval: s.opts.BookmarkInterval}
+	scope := &handlers.RequestScope{
+		Namer:                    handlers.ContextBasedNaming{Namer: meta.NewAccessor(), ClusterScoped: !r.namespaced},
+		Serializer:               s.serializer,
+		ParameterCodec:           parameterCodec{},
+		StandardSerializers:      s.serializer.SupportedMediaTypes(),
+		Creater:                  objectCreater{},
+		Convertor:                objectConvertor{},
+		Defaulter:                objectDefaulter{},
+		Typer:                    objectTyper{},
+		UnsafeConvertor:          objectConvertor{},
+		Authorizer:               s.authz,
+		EquivalentResourceMapper: s.equivalent,
+		TableConvertor:           st,
+		Resource:                 r.gvr,
+		Kind:                     r.gvk,
+		HubGroupVersion:          r.gvk.GroupVersion(),
+		MetaGroupVersion:         metav1.SchemeGroupVersion,
+		MaxRequestBodyBytes:      3 * 1024 * 1024,
+	}
+	fm, err := managedfields.NewDefaultCRDFieldManager(managedfields.NewDeducedTypeConverter(), objectConvertor{}, objectDefaulter{},
+		objectCreater{}, r.gvk, r.gvk.GroupVersion(), "", nil)
+	if err != nil {
+		return nil, err
+	}
+	scope.FieldManager = fm
+	return &served{res: r, storage: st, scope: scope}, nil
+}
+
+func apiResource(r *resource) metav1.APIResource {
+	ar := metav1.APIResource{Name: r.gvr.Resource, SingularName: r.singular, Namespaced: r.namespaced,
+		Kind: r.gvk.Kind, Verbs: verbs, ShortNames: r.shortNames}
+	if r.view {
+		ar.Categories = []string{"views"}
+	}
+	return ar
+}
+
+// publishDiscovery updates /apis (both the legacy and the aggregated
+// documents) and /api.
+func (s *Server) publishDiscovery(prev, next *resourceSet) {
+	if prev != nil {
+		for group := range prev.groups {
+			if _, ok := next.groups[group]; !ok {
+				if group == "" {
+					s.generic.AggregatedLegacyDiscoveryGroupManager.RemoveGroup("")
+					continue
+				}
+				s.generic.DiscoveryGroupManager.RemoveGroup(group)
+				s.generic.AggregatedDiscoveryGroupManager.RemoveGroup(group)
+			}
+		}
+	}
+	for group, versions := range next.groups {
+		var gvs []metav1.GroupVersionForDiscovery
+		var vds []apidiscoveryv2.APIVersionDiscovery
+		for _, v := range versions {
+			gv := schema.GroupVersion{Group: group, Version: v}
+			gvs = append(gvs, metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: v})
+			vd := apidiscoveryv2.APIVersionDiscovery{Version: v, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+			for _, r := range next.inGroupVersion(gv) {
+				scope := apidiscoveryv2.ScopeNamespace
+				if !r.namespaced {
+					scope = apidiscoveryv2.ScopeCluster
+				}
+				ar := apiResource(r)
+				vd.Resources = append(vd.Resources, apidiscoveryv2.APIResourceDiscovery{
+					Resource: r.gvr.Resource, SingularResource: r.singular, Scope: scope, Verbs: verbs,
+					ShortNames: ar.ShortNames, Categories: ar.Categories,
+					ResponseKind: &metav1.GroupVersionKind{Group: group, Version: v, Kind: r.gvk.Kind},
+				})
+			}
+			vds = append(vds, vd)
+		}
+		if group == "" {
+			s.generic.AggregatedLegacyDiscoveryGroupManager.RemoveGroup("")
+			for _, vd := range vds {
+				s.generic.AggregatedLegacyDiscoveryGroupManager.AddGroupVersion("", vd)
+			}
+			continue
+		}
+		s.generic.DiscoveryGroupManager.AddGroup(metav1.APIGroup{Name: group, Versions: gvs, PreferredVersion: gvs[len(gvs)-1]})
+		s.generic.AggregatedDiscoveryGroupManager.RemoveGroup(group)
+		for _, vd := range vds {
+			s.generic.AggregatedDiscoveryGroupManager.AddGroupVersion(group, vd)
+			s.generic.AggregatedDiscoveryGroupManager.SetGroupVersionPriority(metav1.GroupVersion{Group: group, Version: vd.Version}, 1000, 100)
+		}
+	}
+}
+
+// publishOpenAPI rebuilds the OpenAPI documents.
+func (s *Server) publishOpenAPI(next *resourceSet) {
+	all := sortedResources(next.byGVR)
+	if err := s.openapiV2.UpdateSpec(swaggerV2(all)); err != nil {
+		s.log.Error(err, "updating the OpenAPI v2 document")
+	}
+	byGV := map[schema.GroupVersion][]*resource{}
+	for _, r := range all {
+		byGV[r.gvk.GroupVersion()] = append(byGV[r.gvk.GroupVersion()], r)
+	}
+	keys := map[string]bool{}
+	for gv, rs := range byGV {
+		key := openAPIV3Key(gv)
+		keys[key] = true
+		s.openapiV3.UpdateGroupVersion(key, openAPIV3(gv, rs))
+	}
+	for key := range s.v3Keys {
+		if !keys[key] {
+			s.openapiV3.DeleteGroupVersion(key)
+		}
+	}
+	s.v3Keys = keys
+}
+
+// ServeHTTP serves /apis/<group>/... and /api/v1/...: group discovery and
+// the served resources, through the generic handlers of k8s.io/apiserver.
+func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	info, ok := request.RequestInfoFrom(req.Context())
+	if !ok {
+		responsewriters.InternalError(w, req, errors.New("no request info"))
+		return
+	}
+	target, err := classify(info)
+	if err != nil {
+		s.notFound(w, req)
+		return
+	}
+	set := s.resources.Load()
+	switch target.Type {
+	case TargetGroup:
+		versions, ok := set.groups[target.GroupVersion.Group]
+		if !ok || target.GroupVersion.Group == "" {
+			s.notFound(w, req)
+			return
+		}
+		group := metav1.APIGroup{Name: target.GroupVersion.Group}
+		for _, v := range versions {
+			gv := metav1.GroupVersionForDiscovery{GroupVersion: target.GroupVersion.Group + "/" + v, Version: v}
+			group.Versions = append(group.Versions, gv)
+		}
+		group.PreferredVersion = group.Versions[len(group.Versions)-1]
+		discovery.NewAPIGroupHandler(metaCodecs, group).ServeHTTP(w, req)
+		return
+	case TargetGroupVersion:
+		gv := target.GroupVersion
+		if !contains(set.groups[gv.Group], gv.Version) && !(gv.Group == "" && gv.Version == "v1") {
+			s.notFound(w, req)
+			return
+		}
+		discovery.NewAPIVersionHandler(metaCodecs, gv, discovery.APIResourceListerFunc(func() []metav1.APIResource {
+			var out []metav1.APIResource
+			for _, r := range set.inGroupVersion(gv) {
+				out = append(out, apiResource(r))
+			}
+			return out
+		})).ServeHTTP(w, req)
+		return
+	case TargetOther:
+		s.notFound(w, req)
+		return
+	}
+	gvr := target.GroupVersion.WithResource(target.Resource)
+	r := set.byGVR[gvr]
+	if r == nil {
+		s.notFound(w, req)
+		return
+	}
+	v, ok := s.serving.Load(r.gvk)
+	if !ok {
+		s.notFound(w, req)
+		return
+	}
+	sv := v.(*served)
+	namespacedReq := target.Namespace != ""
+	switch {
+	case !r.namespaced && namespacedReq:
+		s.notFound(w, req)
+		return
+	case r.namespaced && !namespacedReq && target.Verb != "list" && target.Verb != "watch":
+		s.notFound(w, req)
+		return
+	}
+	var h http.HandlerFunc
+	switch target.Verb {
+	case "get":
+		h = handlers.GetResource(sv.storage, sv.scope)
+	case "list":
+		h = handlers.ListResource(sv.storage, sv.storage, sv.scope, false, time.Duration(1800)*time.Second)
+	case "watch":
+		h = handlers.ListResource(sv.storage, sv.storage, sv.scope, true, time.Duration(1800)*time.Second)
+	case "create":
+		h = handlers.CreateResource(sv.storage, sv.scope, nil)
+	case "update":
+		h = handlers.UpdateResource(sv.storage, sv.scope, nil)
+	case "patch":
+		pts := patchTypes
+		if r.typed {
+			pts = append(append([]string{}, patchTypes...), "application/strategic-merge-patch+json")
+		}
+		h = handlers.PatchResource(sv.storage, sv.scope, nil, pts)
+	case "delete":
+		h = handlers.DeleteResource(sv.storage, true, sv.scope, nil)
+	case "deletecollection":
+		h = handlers.DeleteCollection(sv.storage, true, sv.scope, nil)
+	default:
+		responsewriters.ErrorNegotiated(apierrors.NewMethodNotSupported(gvr.GroupResource(), target.Verb), s.serializer, gvr.GroupVersion(), w, req)
+		return
+	}
+	h.ServeHTTP(w, req)
+}
+
+func (s *Server) notFound(w http.ResponseWriter, req *http.Request) {
+	responsewriters.ErrorNegotiated(apierrors.NewGenericServerResponse(http.StatusNotFound, req.Method, schema.GroupResource{}, "", "", 0, false),
+		metaCodecs, schema.GroupVersion{}, w, req)
+}

@@ -1,0 +1,421 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/apiserver/pkg/util/dryrun"
+
+	"github.com/dcontroller/dcontroller/pkg/object"
+	"github.com/dcontroller/dcontroller/pkg/view"
+)
+
+// maxUpdateRetries bounds how often a patch is re-applied when a concurrent
+// write changed the object between reading and writing it.
+const maxUpdateRetries = 16
+
+// storage is the REST storage of one served kind, backed by the view store.
+// It implements the k8s.io/apiserver rest interfaces the generic handlers
+// call: Getter, Lister, Watcher, Creater, Updater (and so Patcher),
+// GracefulDeleter, CollectionDeleter and TableConvertor.
+type storage struct {
+	res              *resource
+	store            *view.Store
+	bookmarkInterval time.Duration
+}
+
+var (
+	_ rest.Storage                    = &storage{}
+	_ rest.Scoper                     = &storage{}
+	_ rest.KindProvider               = &storage{}
+	_ rest.SingularNameProvider       = &storage{}
+	_ rest.Getter                     = &storage{}
+	_ rest.Lister                     = &storage{}
+	_ rest.Watcher                    = &storage{}
+	_ rest.Creater                    = &storage{}
+	_ rest.Updater                    = &storage{}
+	_ rest.Patcher                    = &storage{}
+	_ rest.GracefulDeleter            = &storage{}
+	_ rest.MayReturnFullObjectDeleter = &storage{}
+	_ rest.CollectionDeleter          = &storage{}
+	_ rest.TableConvertor             = &storage{}
+)
+
+// New returns an empty object of the kind, marked as a schema reference (see
+// objectConvertor).
+func (s *storage) New() runtime.Object {
+	u := &unstructured.Unstructured{Object: map[string]any{schemaRefKey: true}}
+	u.SetGroupVersionKind(s.res.gvk)
+	return u
+}
+
+// NewList returns an empty <Kind>List.
+func (s *storage) NewList() runtime.Object {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(s.res.gvk.GroupVersion().WithKind(s.res.gvk.Kind + "List"))
+	return l
+}
+
+func (s *storage) Destroy()                         {}
+func (s *storage) NamespaceScoped() bool            { return s.res.namespaced }
+func (s *storage) Kind() string                     { return s.res.gvk.Kind }
+func (s *storage) GetSingularName() string          { return s.res.singular }
+func (s *storage) DeleteReturnsDeletedObject() bool { return true }
+
+func (s *storage) key(ctx context.Context, name string) object.Key {
+	if !s.res.namespaced {
+		return object.Key{Name: name}
+	}
+	return object.Key{Namespace: request.NamespaceValue(ctx), Name: name}
+}
+
+// translate rewrites a store error to name the served resource, so clients
+// read `deploymentsummaries.op.view.dcontroller.io "x" not found`.
+func (s *storage) translate(err error, name string) error {
+	if err == nil {
+		return nil
+	}
+	gr := s.res.gvr.GroupResource()
+	switch {
+	case apierrors.IsNotFound(err):
+		return apierrors.NewNotFound(gr, name)
+	case apierrors.IsAlreadyExists(err):
+		return apierrors.NewAlreadyExists(gr, name)
+	case apierrors.IsConflict(err):
+		return apierrors.NewConflict(gr, name, fmt.Errorf("%s", conflictReason(err)))
+	}
+	return err
+}
+
+func conflictReason(err error) string {
+	if st, ok := err.(apierrors.APIStatus); ok && st.Status().Details != nil && len(st.Status().Details.Causes) > 0 {
+		return st.Status().Details.Causes[0].Message
+	}
+	if st, ok := err.(apierrors.APIStatus); ok {
+		return st.Status().Message
+	}
+	return err.Error()
+}
+
+// Get returns one object; NotFound when missing.
+func (s *storage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	obj, err := s.store.Get(s.res.gvk, s.key(ctx, name))
+	return obj, s.translate(err, name)
+}
+
+func (s *storage) selection(ctx context.Context, opts *metainternalversion.ListOptions) view.ListOptions {
+	sel := view.ListOptions{}
+	if s.res.namespaced {
+		sel.Namespace = request.NamespaceValue(ctx)
+	}
+	if opts != nil {
+		sel.Labels = opts.LabelSelector
+		sel.Fields = opts.FieldSelector
+	}
+	return sel
+}
+
+// List returns the selected objects as a <Kind>List with the store's
+// resourceVersion. The list is always complete and current: limit is
+// ignored (as the Kubernetes watch cache does), and resourceVersionMatch=Exact
+// for an older version fails with 410 Gone.
+func (s *storage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	items, rv := s.store.Select(s.res.gvk, s.selection(ctx, opts))
+	if opts != nil && opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && opts.ResourceVersion != rv {
+		return nil, apierrors.NewResourceExpired(fmt.Sprintf("resourceVersion %s is not the current one (%s); an in-memory store keeps no snapshots", opts.ResourceVersion, rv))
+	}
+	l := s.NewList().(*unstructured.UnstructuredList)
+	l.SetResourceVersion(rv)
+	l.Items = make([]unstructured.Unstructured, len(items))
+	for i, it := range items {
+		l.Items[i] = *it
+	}
+	return l, nil
+}
+
+// Watch streams the changes of the selected objects (see view.WatchOptions
+// for the resourceVersion semantics). With allowWatchBookmarks the stream
+// carries periodic BOOKMARK events, and with sendInitialEvents=true a bookmark
+// annotated k8s.io/initial-events-end closes the initial state.
+func (s *storage) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
+	wo := view.WatchOptions{ListOptions: s.selection(ctx, opts)}
+	if opts != nil {
+		wo.ResourceVersion = opts.ResourceVersion
+		wo.SendInitialEvents = opts.SendInitialEvents
+		if opts.AllowWatchBookmarks {
+			wo.BookmarkInterval = s.bookmarkInterval
+			wo.InitialEventsBookmark = opts.SendInitialEvents != nil && *opts.SendInitialEvents
+		}
+	}
+	w, err := s.store.Watch(s.res.gvk, wo)
+	if err != nil {
+		return nil, err
+	}
+	return newWatchAdapter(ctx, w), nil
+}
+
+// watchAdapter turns a view.Watcher into a watch.Interface, copying each
+// object (the handler may annotate what it encodes).
+type watchAdapter struct {
+	w    *view.Watcher
+	out  chan watch.Event
+	done chan struct{}
+	once sync.Once
+}
+
+func newWatchAdapter(ctx context.Context, w *view.Watcher) *watchAdapter {
+	a := &watchAdapter{w: w, out: make(chan watch.Event), done: make(chan struct{})}
+	go func() {
+		defer close(a.out)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.done:
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				out := watch.Event{Type: watch.EventType(ev.Type), Object: ev.Object.DeepCopy()}
+				select {
+				case a.out <- out:
+				case <-ctx.Done():
+					return
+				case <-a.done:
+					return
+				}
+			}
+		}
+	}()
+	return a
+}
+
+func (a *watchAdapter) Stop()                          { a.once.Do(func() { close(a.done) }) }
+func (a *watchAdapter) ResultChan() <-chan watch.Event { return a.out }
+
+// prepare checks and completes an object about to be written: the kind must
+// be the served one, the namespace the request's, and metadata valid
+// (names are path segments; labels and annotations follow the Kubernetes
+// syntax rules of k8s.io/apimachinery/pkg/api/validation).
+func (s *storage) prepare(ctx context.Context, obj runtime.Object) (*unstructured.Unstructured, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("unexpected object type %T", obj))
+	}
+	delete(u.Object, schemaRefKey)
+	if gvk := u.GroupVersionKind(); gvk != s.res.gvk {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the object's kind %s does not match the resource %s (kind %s)", gvk, s.res.gvr, s.res.gvk))
+	}
+	if s.res.namespaced {
+		u.SetNamespace(request.NamespaceValue(ctx))
+	} else {
+		u.SetNamespace("")
+	}
+	return u, nil
+}
+
+func (s *storage) validate(u *unstructured.Unstructured) error {
+	errs := validation.ValidateObjectMetaAccessor(u, s.res.namespaced, path.ValidatePathSegmentName, field.NewPath("metadata"))
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(s.res.gvk.GroupKind(), u.GetName(), errs)
+	}
+	return nil
+}
+
+// Create stores a new object. The server sets uid and creationTimestamp
+// (the store sets resourceVersion and generation); a name is generated from
+// metadata.generateName when missing. Errors: AlreadyExists, Invalid,
+// BadRequest when resourceVersion is set.
+func (s *storage) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
+	u, err := s.prepare(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	if u.GetResourceVersion() != "" {
+		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	if u.GetName() == "" && u.GetGenerateName() != "" {
+		u.SetName(names.SimpleNameGenerator.GenerateName(u.GetGenerateName()))
+	}
+	u.SetUID(types.UID(newUID()))
+	u.SetCreationTimestamp(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))
+	u.SetDeletionTimestamp(nil)
+	u.SetDeletionGracePeriodSeconds(nil)
+	u.SetGeneration(0)
+	if err := s.validate(u); err != nil {
+		return nil, err
+	}
+	if createValidation != nil {
+		if err := createValidation(ctx, u); err != nil {
+			return nil, err
+		}
+	}
+	if opts != nil && dryrun.IsDryRun(opts.DryRun) {
+		u.SetGeneration(1)
+		return u, nil
+	}
+	out, err := s.store.Create(u)
+	return out, s.translate(err, u.GetName())
+}
+
+// Update replaces an object with objInfo's update of its current state
+// (a PUT body or a patched copy). A write that raced with another is
+// re-applied to the new state unless the client named the resourceVersion
+// it expected, in which case it fails with Conflict. With forceAllowCreate
+// (server-side apply) a missing object is created.
+func (s *storage) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc,
+	updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	key := s.key(ctx, name)
+	for attempt := 0; ; attempt++ {
+		current, err := s.store.Get(s.res.gvk, key)
+		if apierrors.IsNotFound(err) {
+			if !forceAllowCreate {
+				return nil, false, s.translate(err, name)
+			}
+			empty := &unstructured.Unstructured{}
+			empty.SetGroupVersionKind(s.res.gvk)
+			newObj, err := objInfo.UpdatedObject(ctx, empty)
+			if err != nil {
+				return nil, false, err
+			}
+			if u, ok := newObj.(*unstructured.Unstructured); ok && u.GetName() != name {
+				return nil, false, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), name))
+			}
+			co := &metav1.CreateOptions{}
+			if opts != nil {
+				co.DryRun, co.FieldManager, co.FieldValidation = opts.DryRun, opts.FieldManager, opts.FieldValidation
+			}
+			created, err := s.Create(ctx, newObj, createValidation, co)
+			return created, err == nil, err
+		}
+		if err != nil {
+			return nil, false, s.translate(err, name)
+		}
+		if pre := objInfo.Preconditions(); pre != nil {
+			if err := (view.Preconditions{UID: ptrValue(pre.UID), ResourceVersion: ptrValue(pre.ResourceVersion)}).Check(current); err != nil {
+				return nil, false, s.translate(err, name)
+			}
+		}
+		newObj, err := objInfo.UpdatedObject(ctx, current)
+		if err != nil {
+			return nil, false, err
+		}
+		u, err := s.prepare(ctx, newObj)
+		if err != nil {
+			return nil, false, err
+		}
+		if u.GetName() != name {
+			return nil, false, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), name))
+		}
+		requested := u.GetResourceVersion()
+		if requested == "" {
+			// An unconditional update: guard against races ourselves.
+			u.SetResourceVersion(current.GetResourceVersion())
+		}
+		if u.GetUID() == "" {
+			u.SetUID(current.GetUID())
+		} else if u.GetUID() != current.GetUID() {
+			return nil, false, apierrors.NewConflict(s.res.gvr.GroupResource(), name,
+				fmt.Errorf("precondition failed: UID in object meta: %s does not match the stored object's: %s", u.GetUID(), current.GetUID()))
+		}
+		u.SetCreationTimestamp(current.GetCreationTimestamp())
+		u.SetGeneration(current.GetGeneration())
+		if err := s.validate(u); err != nil {
+			return nil, false, err
+		}
+		if updateValidation != nil {
+			if err := updateValidation(ctx, u, current); err != nil {
+				return nil, false, err
+			}
+		}
+		if opts != nil && dryrun.IsDryRun(opts.DryRun) {
+			return u, false, nil
+		}
+		out, err := s.store.Update(u)
+		if apierrors.IsConflict(err) && (requested == "" || requested == current.GetResourceVersion()) && attempt < maxUpdateRetries {
+			continue
+		}
+		return out, false, s.translate(err, name)
+	}
+}
+
+func ptrValue[T ~string](p *T) T {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// Delete removes an object at once (the store has no graceful deletion or
+// finalizers) and returns its last state. Errors: NotFound, Conflict when a
+// precondition fails.
+func (s *storage) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	key := s.key(ctx, name)
+	current, err := s.store.Get(s.res.gvk, key)
+	if err != nil {
+		return nil, false, s.translate(err, name)
+	}
+	pre := view.Preconditions{}
+	if opts != nil && opts.Preconditions != nil {
+		pre = view.Preconditions{UID: ptrValue(opts.Preconditions.UID), ResourceVersion: ptrValue(opts.Preconditions.ResourceVersion)}
+	}
+	if err := pre.Check(current); err != nil {
+		return nil, false, s.translate(err, name)
+	}
+	if deleteValidation != nil {
+		if err := deleteValidation(ctx, current); err != nil {
+			return nil, false, err
+		}
+	}
+	if opts != nil && dryrun.IsDryRun(opts.DryRun) {
+		return current, true, nil
+	}
+	if pre.ResourceVersion == "" {
+		pre.ResourceVersion = current.GetResourceVersion()
+	}
+	last, err := s.store.DeleteIf(s.res.gvk, key, pre)
+	return last, err == nil, s.translate(err, name)
+}
+
+// DeleteCollection removes the selected objects and returns them as a list.
+func (s *storage) DeleteCollection(ctx context.Context, deleteValidation rest.ValidateObjectFunc, opts *metav1.DeleteOptions, listOpts *metainternalversion.ListOptions) (runtime.Object, error) {
+	sel := s.selection(ctx, listOpts)
+	items, rv := s.store.Select(s.res.gvk, sel)
+	if deleteValidation != nil {
+		for _, it := range items {
+			if err := deleteValidation(ctx, it); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if opts == nil || !dryrun.IsDryRun(opts.DryRun) {
+		items = s.store.DeleteCollection(s.res.gvk, sel)
+		rv = s.store.ResourceVersion()
+	}
+	l := s.NewList().(*unstructured.UnstructuredList)
+	l.SetResourceVersion(rv)
+	for _, it := range items {
+		l.Items = append(l.Items, *it)
+	}
+	return l, nil
+}
+
+func newUID() string { return uuid.NewString() }

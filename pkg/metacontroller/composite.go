@@ -1,0 +1,518 @@
+package metacontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/apply"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/hook"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/hookapi"
+)
+
+// ControllerUIDLabel is the label that selects the children of a parent
+// under generateSelector: controller-uid=<parent uid>.
+const ControllerUIDLabel = "controller-uid"
+
+// compositeFinalizerPrefix + controller name is the finalizer a
+// CompositeController with a finalize hook puts on its parents.
+const compositeFinalizerPrefix = "metacontroller.io/compositecontroller-"
+
+var controllerRevisionGVK = mcv1a1.GroupVersion.WithKind("ControllerRevision")
+
+// composite runs one CompositeController.
+type composite struct {
+	*engine
+	cc        *mcv1a1.CompositeController
+	version   mcv1a1.HookVersion
+	finVer    mcv1a1.HookVersion
+	parent    resource
+	children  []*childRule
+	byGVK     map[schema.GroupVersionKind]*childRule
+	syncHook  hook.Caller
+	finHook   hook.Caller
+	related   *related
+	parents   *watch
+	childW    map[schema.GroupVersionKind]*watch
+	revisions *watch
+	parentSel labels.Selector
+	finalizer string
+	generate  bool
+	ignoreSt  bool
+	rolling   bool
+	fields    []string
+}
+
+func hookVersion(h *mcv1a1.Hook) mcv1a1.HookVersion {
+	if h != nil && h.Version != nil && *h.Version != "" {
+		return *h.Version
+	}
+	return mcv1a1.HookVersionV1
+}
+
+// startComposite validates cc, starts its watches and workers. Errors
+// carry the spec path.
+func startComposite(ctx context.Context, d deps, cc *mcv1a1.CompositeController) (*composite, error) {
+	name := "compositecontroller/" + cc.Name
+	d.log = d.log.WithValues("compositecontroller", cc.Name)
+	c := &composite{engine: newEngine(d, name), cc: cc.DeepCopy(), byGVK: map[schema.GroupVersionKind]*childRule{},
+		childW: map[schema.GroupVersionKind]*watch{}, finalizer: compositeFinalizerPrefix + cc.Name}
+	c.engine.sync = c.syncParent
+	spec := &c.cc.Spec
+	var err error
+	if c.parent, err = d.resolve(spec.ParentResource.APIVersion, spec.ParentResource.Resource, "spec.parentResource"); err != nil {
+		return nil, err
+	}
+	if c.parentSel, err = selectorOf(spec.ParentResource.LabelSelector, "spec.parentResource.labelSelector"); err != nil {
+		return nil, err
+	}
+	c.generate = spec.GenerateSelector != nil && *spec.GenerateSelector
+	c.ignoreSt = spec.ParentResource.IgnoreStatusChanges != nil && *spec.ParentResource.IgnoreStatusChanges
+	c.fields = []string{"spec"}
+	if rh := spec.ParentResource.RevisionHistory; rh != nil && len(rh.FieldPaths) > 0 {
+		c.fields = rh.FieldPaths
+	}
+	for i, cr := range spec.ChildResources {
+		path := fmt.Sprintf("spec.childResources[%d]", i)
+		res, err := d.resolve(cr.APIVersion, cr.Resource, path)
+		if err != nil {
+			return nil, err
+		}
+		if c.byGVK[res.gvk] != nil {
+			return nil, fmt.Errorf("%s: %s is declared twice", path, res.gvk)
+		}
+		if !res.namespaced && c.parent.namespaced {
+			return nil, fmt.Errorf("%s: a namespaced parent cannot own the cluster-scoped %s", path, res.gvk.Kind)
+		}
+		rule := &childRule{resource: res, method: mcv1a1.ChildUpdateOnDelete, path: path}
+		if us := cr.UpdateStrategy; us != nil {
+			if us.Method != "" {
+				rule.method = us.Method
+			}
+			rule.checks = us.StatusChecks.Conditions
+		}
+		if rule.rolling() {
+			if !c.parent.namespaced {
+				return nil, fmt.Errorf("%s.updateStrategy.method: rolling updates need a namespaced parent (ControllerRevisions live in its namespace)", path)
+			}
+			c.rolling = true
+		}
+		c.children = append(c.children, rule)
+		c.byGVK[res.gvk] = rule
+	}
+	hooks := spec.Hooks
+	if hooks == nil || hooks.Sync == nil {
+		return nil, errors.New("spec.hooks.sync: required")
+	}
+	opts := func(h, path string) hook.Options {
+		return hook.Options{Controller: name, Hook: h, Path: path, EndpointConfigs: spec.EndpointConfigs, Reader: d.reader}
+	}
+	if c.syncHook, err = hook.New(hooks.Sync, opts("sync", "spec.hooks.sync")); err != nil {
+		return nil, err
+	}
+	if c.finHook, err = hook.New(hooks.Finalize, opts("finalize", "spec.hooks.finalize")); err != nil {
+		return nil, err
+	}
+	customize, err := hook.New(hooks.Customize, opts("customize", "spec.hooks.customize"))
+	if err != nil {
+		return nil, err
+	}
+	c.version, c.finVer = hookVersion(hooks.Sync), hookVersion(hooks.Finalize)
+	c.related = newRelated(c.engine, customize, c.cc)
+
+	// Watches: parents, each child kind, revisions.
+	if c.parents, err = c.watch(ctx, c.parent.gvk, c.onParent); err != nil {
+		c.stop()
+		return nil, err
+	}
+	for _, rule := range c.children {
+		w, err := c.watch(ctx, rule.gvk, c.onChild)
+		if err != nil {
+			c.stop()
+			return nil, fmt.Errorf("%s: %w", rule.path, err)
+		}
+		c.childW[rule.gvk] = w
+	}
+	if c.rolling {
+		if c.revisions, err = c.watch(ctx, controllerRevisionGVK, c.onChild); err != nil {
+			c.stop()
+			return nil, err
+		}
+	}
+	if err := c.start(ctx); err != nil {
+		c.stop()
+		return nil, err
+	}
+	if p := spec.ResyncPeriodSeconds; p != nil && *p > 0 {
+		c.every(ctx, time.Duration(*p)*time.Second, func() {
+			for _, o := range c.parents.index.list("", true) {
+				c.enqueueForced(c.keyOf(o))
+			}
+		})
+	}
+	c.log.Info("compositecontroller started", "parent", c.parent.gvk.String(), "children", len(c.children))
+	return c, nil
+}
+
+func (c *composite) keyOf(o *unstructured.Unstructured) parentKey {
+	return parentKey{gvk: c.parent.gvk, NamespacedName: keyOf(o)}
+}
+
+func onlyStatusChanged(old, obj *unstructured.Unstructured) bool {
+	if old.GetGeneration() != obj.GetGeneration() || old.GetGeneration() == 0 {
+		return false
+	}
+	a, b := runtime.DeepCopyJSON(old.Object), runtime.DeepCopyJSON(obj.Object)
+	for _, m := range []map[string]any{a, b} {
+		delete(m, "status")
+		if md, ok := m["metadata"].(map[string]any); ok {
+			delete(md, "resourceVersion")
+			delete(md, "managedFields")
+		}
+	}
+	return apply.Equal(a, b)
+}
+
+func (c *composite) onParent(old, obj *unstructured.Unstructured) {
+	if obj == nil {
+		c.dropState(c.keyOf(old))
+		return
+	}
+	if old != nil && old.GetResourceVersion() == obj.GetResourceVersion() {
+		return
+	}
+	pk := c.keyOf(obj)
+	if !c.exp.observe(pk, obj, false) {
+		return
+	}
+	if c.ignoreSt && old != nil && onlyStatusChanged(old, obj) {
+		return
+	}
+	c.enqueue(pk)
+}
+
+// ownerKey returns the parent key of a controller reference of o that
+// points to this controller's parent kind.
+func (c *composite) ownerKey(o *unstructured.Unstructured) (parentKey, bool) {
+	ref := metav1.GetControllerOf(o)
+	if ref == nil || ref.Kind != c.parent.gvk.Kind {
+		return parentKey{}, false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != c.parent.gvk.Group {
+		return parentKey{}, false
+	}
+	pk := parentKey{gvk: c.parent.gvk}
+	pk.Name = ref.Name
+	if c.parent.namespaced {
+		pk.Namespace = o.GetNamespace()
+	}
+	return pk, true
+}
+
+func (c *composite) onChild(old, obj *unstructured.Unstructured) {
+	cur, deleted := obj, obj == nil
+	if cur == nil {
+		cur = old
+	}
+	if old != nil && obj != nil && old.GetResourceVersion() == obj.GetResourceVersion() {
+		return
+	}
+	c.log.V(3).Info("child event", "kind", cur.GetKind(), "child", describe(cur), "resourceVersion", cur.GetResourceVersion(), "deleted", deleted)
+	seen := map[parentKey]bool{}
+	for _, o := range []*unstructured.Unstructured{old, obj} {
+		if o == nil {
+			continue
+		}
+		if pk, ok := c.ownerKey(o); ok && !seen[pk] {
+			seen[pk] = true
+			c.observed(pk, cur, deleted)
+		}
+	}
+	// An orphan (new, or whose labels changed) may be adopted by the
+	// parents whose selector matches it.
+	if obj == nil || metav1.GetControllerOf(obj) != nil || cur.GroupVersionKind() == controllerRevisionGVK {
+		return
+	}
+	if old != nil && metav1.GetControllerOf(old) == nil && labels.Equals(old.GetLabels(), obj.GetLabels()) {
+		return
+	}
+	ns, all := obj.GetNamespace(), !c.parent.namespaced
+	for _, p := range c.parents.index.list(ns, all) {
+		if p.GetDeletionTimestamp() != nil || !c.parentSel.Matches(labels.Set(p.GetLabels())) {
+			continue
+		}
+		if sel, err := c.selector(p); err == nil && sel.Matches(labels.Set(obj.GetLabels())) {
+			c.enqueue(c.keyOf(p))
+		}
+	}
+}
+
+// selector returns the selector of a parent's children: controller-uid
+// under generateSelector, spec.selector otherwise.
+func (c *composite) selector(parent *unstructured.Unstructured) (labels.Selector, error) {
+	if c.generate {
+		return labels.SelectorFromSet(labels.Set{ControllerUIDLabel: string(parent.GetUID())}), nil
+	}
+	raw, found, err := unstructured.NestedMap(parent.Object, "spec", "selector")
+	if err != nil || !found {
+		return nil, errors.New("spec.selector: the parent has no label selector (set spec.selector or the controller's generateSelector)")
+	}
+	var ls metav1.LabelSelector
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls); err != nil {
+		return nil, fmt.Errorf("spec.selector: %w", err)
+	}
+	return selectorOf(&ls, "spec.selector")
+}
+
+// claim returns the children of one kind that parent owns, adopting
+// matching orphans and releasing owned children that stopped matching
+// (ControllerRef rules).
+func (c *composite) claim(ctx context.Context, parent *unstructured.Unstructured, sel labels.Selector, rule *childRule, w writes) ([]*unstructured.Unstructured, error) {
+	idx := c.childW[rule.gvk].index
+	var out []*unstructured.Unstructured
+	for _, o := range idx.owned(parent.GetUID()) {
+		if c.parent.namespaced && o.GetNamespace() != parent.GetNamespace() {
+			continue
+		}
+		if o.GetDeletionTimestamp() != nil || sel.Matches(labels.Set(o.GetLabels())) {
+			out = append(out, o)
+			continue
+		}
+		if err := c.release(ctx, parent, o, w); err != nil {
+			return nil, err
+		}
+	}
+	if parent.GetDeletionTimestamp() != nil {
+		return out, nil
+	}
+	for _, o := range idx.owned("") {
+		if (c.parent.namespaced && o.GetNamespace() != parent.GetNamespace()) || o.GetDeletionTimestamp() != nil ||
+			!sel.Matches(labels.Set(o.GetLabels())) {
+			continue
+		}
+		adopted, err := c.adopt(ctx, parent, o, w)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, adopted)
+	}
+	sort.Slice(out, func(i, j int) bool { return describe(out[i]) < describe(out[j]) })
+	return out, nil
+}
+
+func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
+	parent := c.parents.index.get(pk.NamespacedName)
+	if parent == nil {
+		c.dropState(pk)
+		return nil
+	}
+	if c.exp.pending(pk) {
+		c.log.V(2).Info("sync skipped: awaiting the events of our writes", "parent", pk.String())
+		syncsTotal.WithLabelValues(c.name, "skipped").Inc()
+		return nil
+	}
+	if !c.parentSel.Matches(labels.Set(parent.GetLabels())) {
+		return nil
+	}
+	w := writes{}
+	followUp := false
+	done := c.track(pk)
+	defer func() { done(w, followUp) }()
+
+	deleting := parent.GetDeletionTimestamp() != nil
+	hasFin := slices.Contains(parent.GetFinalizers(), c.finalizer)
+	var err error
+	switch {
+	case deleting && (c.finHook == nil || !hasFin):
+		// The garbage collector deletes the children.
+		return nil
+	case !deleting && c.finHook != nil:
+		if parent, err = c.setFinalizer(ctx, parent, c.finalizer, true, w); err != nil {
+			return err
+		}
+	case !deleting && hasFin:
+		// The finalize hook was removed from the controller.
+		if parent, err = c.setFinalizer(ctx, parent, c.finalizer, false, w); err != nil {
+			return err
+		}
+	}
+	finalizing := deleting
+
+	sel, err := c.selector(parent)
+	if err != nil {
+		return c.hookFailed(ctx, pk, parent, w, "Sync", &hook.Error{Hook: "parent", Reason: "InvalidParent", Err: err})
+	}
+	observed := childSet{}
+	var observedList [][]*unstructured.Unstructured
+	for _, rule := range c.children {
+		kids, err := c.claim(ctx, parent, sel, rule, w)
+		if err != nil {
+			followUp = true
+			return err
+		}
+		observedList = append(observedList, kids)
+		for _, k := range kids {
+			observed.put(k)
+		}
+	}
+	rules, err := c.related.rules(ctx, pk, parent)
+	if err != nil {
+		if hook.ReasonOf(err) != "" {
+			return c.hookFailed(ctx, pk, parent, w, "Customize", err)
+		}
+		return err
+	}
+	version := c.version
+	if finalizing {
+		version = c.finVer
+	}
+	relatedMap, relatedList, err := c.related.objects(rules, version, parent.GetNamespace())
+	if err != nil {
+		return err
+	}
+	var revs []*unstructured.Unstructured
+	if c.rolling {
+		revs = c.revisions.index.owned(parent.GetUID())
+	}
+	fp := fingerprint(fmt.Sprintf("finalizing=%v", finalizing), []*unstructured.Unstructured{parent}, slices.Concat(observedList...), relatedList, revs)
+	st := c.state(pk)
+	c.mu.Lock()
+	forced := st.forced
+	st.forced = false
+	same := st.fingerprint == fp
+	c.mu.Unlock()
+	if same && !forced && len(w) == 0 {
+		c.log.V(2).Info("sync skipped: observed state unchanged", "parent", pk.String())
+		syncsTotal.WithLabelValues(c.name, "skipped").Inc()
+		return nil
+	}
+
+	caller, hookName := c.syncHook, "Sync"
+	if finalizing {
+		caller, hookName = c.finHook, "Finalize"
+	}
+	resp, err := c.call(ctx, caller, parent, observed, relatedMap, version, finalizing)
+	if err != nil {
+		return c.hookFailed(ctx, pk, parent, w, hookName, err)
+	}
+	desired, err := parseDesired(parent, c.parent.namespaced, c.byGVK, resp.Children, "children")
+	if err != nil {
+		return c.hookFailed(ctx, pk, parent, w, hookName, invalidResponse("spec.hooks."+lower(hookName), err))
+	}
+	if !c.generate {
+		for _, d := range desired.list() {
+			if !sel.Matches(labels.Set(d.GetLabels())) {
+				return c.hookFailed(ctx, pk, parent, w, hookName, invalidResponse("spec.hooks."+lower(hookName),
+					fmt.Errorf("children: %s %s: labels %v do not match the parent's selector %s", d.GetKind(), describe(d), d.GetLabels(), sel)))
+			}
+		}
+	} else {
+		for _, d := range desired.list() {
+			lbl := d.GetLabels()
+			if lbl == nil {
+				lbl = map[string]string{}
+			}
+			lbl[ControllerUIDLabel] = string(parent.GetUID())
+			d.SetLabels(lbl)
+		}
+	}
+
+	var errs []error
+	if c.rolling && !finalizing {
+		errs = append(errs, c.syncRolling(ctx, parent, observed, desired, resp, relatedMap, w)...)
+	} else {
+		errs = append(errs, c.manage(ctx, parent, c.children, observed, desired, w)...)
+	}
+	cur, err := c.writeStatus(ctx, parent, resp.Status, true, w)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if finalizing && resp.Finalized && len(errs) == 0 {
+		if _, err := c.setFinalizer(ctx, cur, c.finalizer, false, w); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if resp.ResyncAfterSeconds > 0 {
+		d := time.Duration(resp.ResyncAfterSeconds * float64(time.Second))
+		time.AfterFunc(d, func() {
+			if ctx.Err() == nil {
+				c.enqueueForced(pk)
+			}
+		})
+	}
+	c.mu.Lock()
+	st.fingerprint = fp
+	c.mu.Unlock()
+	followUp = len(w) > 0 && !(c.ignoreSt && len(w) == 1 && hasRef(w, parent))
+	c.log.V(1).Info("synced", "parent", pk.String(), "hook", hookName, "writes", len(w), "errors", len(errs))
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	syncsTotal.WithLabelValues(c.name, "synced").Inc()
+	return nil
+}
+
+func hasRef(w writes, o *unstructured.Unstructured) bool {
+	_, ok := w[refOf(o)]
+	return ok
+}
+
+func lower(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(s[0]+'a'-'A') + s[1:]
+}
+
+// call sends a sync or finalize request for parent.
+func (c *composite) call(ctx context.Context, caller hook.Caller, parent *unstructured.Unstructured, observed childSet, related hookapi.ObjectMap, version mcv1a1.HookVersion, finalizing bool) (*hookapi.CompositeResponse, error) {
+	req := &hookapi.CompositeRequest{Controller: c.cc, Parent: parent, Children: hookapi.ObjectMap{}, Related: related, Finalizing: finalizing}
+	for _, rule := range c.children {
+		req.Children.Init(rule.gvk)
+		for _, o := range observed[rule.gvk] {
+			req.Children.Insert(version, parent.GetNamespace(), o)
+		}
+	}
+	if req.Related == nil {
+		req.Related = hookapi.ObjectMap{}
+	}
+	resp := &hookapi.CompositeResponse{}
+	if err := caller.Call(ctx, string(parent.GetUID()), req, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// manage converges the children of the given rules: desired children are
+// created or updated (per update method), observed children that are not
+// desired are deleted.
+func (c *engine) manage(ctx context.Context, parent *unstructured.Unstructured, rules []*childRule, observed, desired childSet, w writes) []error {
+	var errs []error
+	for _, rule := range rules {
+		for k, o := range observed[rule.gvk] {
+			if desired.get(rule.gvk, k) == nil {
+				if err := c.deleteChild(ctx, o, w); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		for k, d := range desired[rule.gvk] {
+			method := rule.method
+			if err := c.applyChild(ctx, parent, observed.get(rule.gvk, k), d, method, w); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errs
+}

@@ -1,0 +1,235 @@
+package metacontroller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
+)
+
+// DefaultWorkers is the number of parents a controller syncs in parallel
+// when Options.Workers is 0 (Metacontroller's default too).
+const DefaultWorkers = 5
+
+// Options configure Setup.
+type Options struct {
+	// Logger receives structured logs.
+	Logger logr.Logger
+	// Workers is the number of parents each controller syncs in parallel
+	// (default DefaultWorkers).
+	Workers int
+}
+
+// running is one started CompositeController or DecoratorController.
+type running struct {
+	stamp string
+	stop  func()
+}
+
+// runner keeps the dynamic controllers of a manager.
+type runner struct {
+	deps
+	ctx context.Context
+
+	mu      sync.Mutex
+	running map[string]*running
+}
+
+// Setup registers reconcilers for CompositeController and
+// DecoratorController objects with mgr. Each object runs as a dynamic
+// controller from when the manager starts (and, with leader election, wins)
+// until the object is deleted or ctx ends; a change of its generation or
+// annotations restarts it. The controllers use mgr's shared informer cache
+// for reads, its client for writes, its API reader for the Secrets and
+// ConfigMaps that webhooks name, and its RESTMapper for discovery. The
+// types must be in mgr's scheme (operator.NewScheme adds them).
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	log := opts.Logger.WithName("metacontroller")
+	r := &runner{ctx: ctx, running: map[string]*running{}, deps: deps{
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
+		recorder: mgr.GetEventRecorder("dcontroller-metacontroller"), log: log, workers: opts.Workers,
+	}}
+	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
+	skip := controller.Options{SkipNameValidation: ptr.To(true)}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("metacontroller-compositecontroller").
+		For(&mcv1a1.CompositeController{}, changed).WithOptions(skip).
+		Complete(reconcile.Func(r.reconcileComposite)); err != nil {
+		return err
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("metacontroller-decoratorcontroller").
+		For(&mcv1a1.DecoratorController{}, changed).WithOptions(skip).
+		Complete(reconcile.Func(r.reconcileDecorator)); err != nil {
+		return err
+	}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		r.stopAll()
+		return nil
+	}))
+}
+
+// stamp identifies a spec version: generation plus annotations (changing
+// an annotation reloads a controller, e.g. after a CA rotation).
+func stamp(o metav1.Object) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%d", o.GetUID(), o.GetGeneration())
+	keys := make([]string, 0, len(o.GetAnnotations()))
+	for k := range o.GetAnnotations() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "|%s=%s", k, o.GetAnnotations()[k])
+	}
+	return b.String()
+}
+
+func (r *runner) stopKey(key string) {
+	r.mu.Lock()
+	cur := r.running[key]
+	delete(r.running, key)
+	r.mu.Unlock()
+	if cur != nil {
+		cur.stop()
+		r.log.Info("controller stopped", "controller", key)
+	}
+}
+
+func (r *runner) stopAll() {
+	r.mu.Lock()
+	all := r.running
+	r.running = map[string]*running{}
+	r.mu.Unlock()
+	for _, cur := range all {
+		cur.stop()
+	}
+}
+
+// upsert (re)starts the controller under key unless it already runs the
+// same stamp; start returns the stop function.
+func (r *runner) upsert(key, st string, start func() (func(), error)) (bool, error) {
+	r.mu.Lock()
+	cur := r.running[key]
+	r.mu.Unlock()
+	if cur != nil && cur.stamp == st {
+		return false, nil
+	}
+	r.stopKey(key)
+	stop, err := start()
+	if err != nil {
+		return true, err
+	}
+	r.mu.Lock()
+	r.running[key] = &running{stamp: st, stop: stop}
+	r.mu.Unlock()
+	return true, nil
+}
+
+func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	key := "compositecontroller/" + req.Name
+	cc := &mcv1a1.CompositeController{}
+	if err := r.client.Get(ctx, req.NamespacedName, cc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.stopKey(key)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if cc.DeletionTimestamp != nil {
+		r.stopKey(key)
+		return reconcile.Result{}, nil
+	}
+	_, err := r.upsert(key, stamp(cc), func() (func(), error) {
+		c, err := startComposite(r.ctx, r.deps, cc)
+		if err != nil {
+			return nil, err
+		}
+		return c.stop, nil
+	})
+	if serr := r.writeStatus(ctx, cc, &cc.Status.Conditions, &cc.Status.ObservedGeneration, err); serr != nil && err == nil {
+		return reconcile.Result{}, serr
+	}
+	if err != nil {
+		r.log.Error(err, "compositecontroller not started", "compositecontroller", cc.Name)
+	}
+	return reconcile.Result{}, err
+}
+
+func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	key := "decoratorcontroller/" + req.Name
+	dc := &mcv1a1.DecoratorController{}
+	if err := r.client.Get(ctx, req.NamespacedName, dc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.stopKey(key)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if dc.DeletionTimestamp != nil {
+		r.stopKey(key)
+		return reconcile.Result{}, nil
+	}
+	_, err := r.upsert(key, stamp(dc), func() (func(), error) {
+		c, err := startDecorator(r.ctx, r.deps, dc)
+		if err != nil {
+			return nil, err
+		}
+		return c.stop, nil
+	})
+	if serr := r.writeStatus(ctx, dc, &dc.Status.Conditions, &dc.Status.ObservedGeneration, err); serr != nil && err == nil {
+		return reconcile.Result{}, serr
+	}
+	if err != nil {
+		r.log.Error(err, "decoratorcontroller not started", "decoratorcontroller", dc.Name)
+	}
+	return reconcile.Result{}, err
+}
+
+// writeStatus records the outcome of a start in the controller object's
+// status (Ready condition, observedGeneration); no write when unchanged.
+func (r *runner) writeStatus(ctx context.Context, obj client.Object, conds *[]metav1.Condition, observed *int64, startErr error) error {
+	before := append([]metav1.Condition(nil), (*conds)...)
+	beforeGen := *observed
+	c := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Running", Message: "the controller runs", ObservedGeneration: obj.GetGeneration()}
+	if startErr != nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "InvalidSpec", startErr.Error()
+	}
+	meta.SetStatusCondition(conds, c)
+	*observed = obj.GetGeneration()
+	if beforeGen == *observed && conditionsEqual(before, *conds) {
+		return nil
+	}
+	return r.client.Status().Update(ctx, obj)
+}
+
+func conditionsEqual(a, b []metav1.Condition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}

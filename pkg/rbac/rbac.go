@@ -1,0 +1,335 @@
+package rbac
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+)
+
+// Verbs in the order rules list them.
+var verbOrder = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+
+// SourceVerbs are the verbs of a Watcher or Periodic source.
+var SourceVerbs = []string{"get", "list", "watch"}
+
+// TargetVerbs are the verbs of each target type on the target resource.
+var TargetVerbs = map[opv1a1.TargetType][]string{
+	opv1a1.Updater: {"get", "list", "watch", "create", "update", "delete"},
+	opv1a1.Patcher: {"get", "list", "watch", "patch"},
+	opv1a1.Applier: {"get", "list", "watch", "patch"},
+}
+
+// StatusVerbs are the verbs of each target type on the target's status
+// subresource, granted when the pipeline output sets a status.
+var StatusVerbs = map[opv1a1.TargetType][]string{
+	opv1a1.Updater: {"update"},
+	opv1a1.Patcher: {"patch"},
+	opv1a1.Applier: {"patch"},
+}
+
+// Options configure Compute.
+type Options struct {
+	// Mapper resolves kinds to resources and tells cluster-scoped kinds
+	// from namespaced ones. When nil, resources are guessed with the
+	// lowercase-plural convention and every kind is taken as namespaced.
+	Mapper meta.RESTMapper
+}
+
+// Need is what one source or target of one controller needs.
+type Need struct {
+	// Operator and Controller name the controller.
+	Operator, Controller string
+	// Path is the spec path of the source or target, e.g.
+	// spec.controllers[0].sources[1] or spec.controllers[0].target.
+	Path string
+	// Kind is the kind as written in the spec.
+	Kind schema.GroupVersionKind
+	// Group and Resource name the API resource, e.g. "" and "pods", or
+	// "apps" and "deployments/status".
+	Group, Resource string
+	// Namespace is the namespace of a Role; empty for the ClusterRole.
+	Namespace string
+	// Verbs in canonical order.
+	Verbs []string
+	// Why says which rule of the runtime asks for the verbs, e.g.
+	// "Watcher source" or "Patcher target".
+	Why string
+}
+
+// Rules are the permissions a set of operators needs.
+type Rules struct {
+	// Cluster are the rules of the ClusterRole, sorted by group and resource.
+	Cluster []rbacv1.PolicyRule
+	// Namespaced are the rules of the Role of each namespace, without what
+	// Cluster already grants.
+	Namespaced map[string][]rbacv1.PolicyRule
+	// Needs lists each source and target that needs something, in spec order.
+	Needs []Need
+	// Warnings are kinds the Mapper did not know (their resource was
+	// guessed), one message each.
+	Warnings []string
+}
+
+// Namespaces returns the namespaces that have a Role, sorted.
+func (r *Rules) Namespaces() []string {
+	out := make([]string, 0, len(r.Namespaced))
+	for ns := range r.Namespaced {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type resKey struct{ ns, group, resource string }
+
+// Compute returns the RBAC rules the manager needs to run ops. Errors name
+// the operator and the spec path, e.g.
+// `operator "x": spec.controllers[0].target.kind: must not be empty`.
+func Compute(ops []*opv1a1.Operator, opts Options) (*Rules, error) {
+	out := &Rules{Namespaced: map[string][]rbacv1.PolicyRule{}}
+	grants := map[resKey]map[string]bool{}
+	warned := map[schema.GroupKind]bool{}
+	add := func(n Need) {
+		k := resKey{n.Namespace, n.Group, n.Resource}
+		if grants[k] == nil {
+			grants[k] = map[string]bool{}
+		}
+		for _, v := range n.Verbs {
+			grants[k][v] = true
+		}
+		out.Needs = append(out.Needs, n)
+	}
+	for _, op := range ops {
+		for i, c := range op.Spec.Controllers {
+			path := fmt.Sprintf("spec.controllers[%d]", i)
+			for j, s := range c.Sources {
+				spath := fmt.Sprintf("%s.sources[%d]", path, j)
+				if s.Type == opv1a1.OneShot || s.APIGroup == nil || opv1a1.IsViewGroup(*s.APIGroup) {
+					continue
+				}
+				if s.Kind == "" {
+					return nil, fmt.Errorf("operator %q: %s.kind: must not be empty", op.Name, spath)
+				}
+				gvk, res, namespaced := resolve(s.Resource, opts.Mapper, warned, &out.Warnings)
+				ns := ""
+				if s.Namespace != nil && namespaced {
+					ns = *s.Namespace
+				}
+				typ := s.Type
+				if typ == "" {
+					typ = opv1a1.Watcher
+				}
+				add(Need{Operator: op.Name, Controller: c.Name, Path: spath, Kind: gvk,
+					Group: res.Group, Resource: res.Resource, Namespace: ns,
+					Verbs: SourceVerbs, Why: string(typ) + " source"})
+			}
+			t := c.Target
+			tpath := path + ".target"
+			if t.APIGroup == nil || opv1a1.IsViewGroup(*t.APIGroup) {
+				continue
+			}
+			if t.Kind == "" {
+				return nil, fmt.Errorf("operator %q: %s.kind: must not be empty", op.Name, tpath)
+			}
+			typ := t.Type
+			if typ == "" {
+				typ = opv1a1.Updater
+			}
+			verbs, ok := TargetVerbs[typ]
+			if !ok {
+				return nil, fmt.Errorf("operator %q: %s.type: unknown target type %q (want Updater, Patcher or Applier)", op.Name, tpath, t.Type)
+			}
+			gvk, res, _ := resolve(t.Resource, opts.Mapper, warned, &out.Warnings)
+			add(Need{Operator: op.Name, Controller: c.Name, Path: tpath, Kind: gvk,
+				Group: res.Group, Resource: res.Resource, Verbs: verbs, Why: string(typ) + " target"})
+			status, err := WritesStatus(c.Pipeline.Raw)
+			if err != nil {
+				return nil, fmt.Errorf("operator %q: %s.pipeline: %w", op.Name, path, err)
+			}
+			if status {
+				add(Need{Operator: op.Name, Controller: c.Name, Path: tpath, Kind: gvk,
+					Group: res.Group, Resource: res.Resource + "/status", Verbs: StatusVerbs[typ],
+					Why: string(typ) + " target whose pipeline output sets status"})
+			}
+		}
+	}
+
+	keys := make([]resKey, 0, len(grants))
+	for k := range grants {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.ns != b.ns {
+			return a.ns < b.ns
+		}
+		if a.group != b.group {
+			return a.group < b.group
+		}
+		return a.resource < b.resource
+	})
+	for _, k := range keys {
+		verbs := grants[k]
+		if k.ns != "" {
+			// Leave out what the ClusterRole grants anyway.
+			for v := range grants[resKey{"", k.group, k.resource}] {
+				delete(verbs, v)
+			}
+			if len(verbs) == 0 {
+				continue
+			}
+		}
+		rule := rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{k.resource}, Verbs: sortVerbs(verbs)}
+		if k.ns == "" {
+			out.Cluster = append(out.Cluster, rule)
+		} else {
+			out.Namespaced[k.ns] = append(out.Namespaced[k.ns], rule)
+		}
+	}
+	return out, nil
+}
+
+// resolve returns the kind and resource of r and whether it is namespaced.
+func resolve(r opv1a1.Resource, mapper meta.RESTMapper, warned map[schema.GroupKind]bool, warnings *[]string) (schema.GroupVersionKind, schema.GroupVersionResource, bool) {
+	gvk := schema.GroupVersionKind{Group: *r.APIGroup, Kind: r.Kind}
+	if r.Version != nil {
+		gvk.Version = *r.Version
+	}
+	if mapper != nil {
+		var versions []string
+		if gvk.Version != "" {
+			versions = []string{gvk.Version}
+		}
+		m, err := mapper.RESTMapping(gvk.GroupKind(), versions...)
+		if err == nil {
+			return gvk, m.Resource, m.Scope.Name() != meta.RESTScopeNameRoot
+		}
+		if !warned[gvk.GroupKind()] {
+			warned[gvk.GroupKind()] = true
+			*warnings = append(*warnings, fmt.Sprintf("kind %s: not served by the cluster (%v); resource name guessed", displayGK(gvk.GroupKind()), err))
+		}
+	}
+	plural, _ := meta.UnsafeGuessKindToResource(gvk)
+	return gvk, plural, true
+}
+
+func displayGK(gk schema.GroupKind) string {
+	if gk.Group == "" {
+		return gk.Kind
+	}
+	return gk.Kind + "." + gk.Group
+}
+
+func sortVerbs(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for _, v := range verbOrder {
+		if set[v] {
+			out = append(out, v)
+		}
+	}
+	var rest []string
+	for v := range set {
+		if !slices.Contains(verbOrder, v) {
+			rest = append(rest, v)
+		}
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
+}
+
+// WritesStatus reports whether the output of a pipeline (its raw JSON spec)
+// sets a top-level status: the last map of the last @project stage has a
+// "status" key or a "$.status..." setter, or, when no @project reshapes the
+// document, the output is the source object itself. A @groupBy or @join with
+// nothing reshaping after it yields no status.
+func WritesStatus(raw []byte) (bool, error) {
+	if len(raw) == 0 {
+		return true, nil
+	}
+	var spec any
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return false, err
+	}
+	var stages []any
+	switch s := spec.(type) {
+	case []any:
+		stages = s
+	case map[string]any:
+		stages = []any{s}
+	case nil:
+	default:
+		return false, fmt.Errorf("a pipeline must be a stage or a list of stages, got %T", spec)
+	}
+	for i := len(stages) - 1; i >= 0; i-- {
+		m, ok := stages[i].(map[string]any)
+		if !ok || len(m) != 1 {
+			continue
+		}
+		for name, arg := range m {
+			switch name {
+			case "@project":
+				step := arg
+				if l, ok := arg.([]any); ok && len(l) > 0 {
+					step = l[len(l)-1]
+				}
+				sm, ok := step.(map[string]any)
+				if !ok {
+					return false, nil
+				}
+				for k := range sm {
+					if k == "status" || k == "$.status" || strings.HasPrefix(k, "$.status.") || strings.HasPrefix(k, "$.status[") || strings.HasPrefix(k, "$['status']") {
+						return true, nil
+					}
+				}
+				return false, nil
+			case "@groupBy", "@join":
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// ManagerRules are the ClusterRole rules the manager (dctl start) needs for
+// itself, whatever operators it runs: watch Operator, CompositeController and
+// DecoratorController objects and write their status, keep the
+// ControllerRevisions of rolling child updates, and record Events. The
+// children of Metacontroller-style controllers are not included: they need
+// rbac.mode=full or rules of their own.
+func ManagerRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch"}},
+		{APIGroups: []string{"dcontroller.io"}, Resources: []string{"operators"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"dcontroller.io"}, Resources: []string{"operators/status"}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch"}},
+		{APIGroups: []string{"metacontroller.k8s.io"}, Resources: []string{"compositecontrollers", "decoratorcontrollers"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"metacontroller.k8s.io"}, Resources: []string{"compositecontrollers/status", "decoratorcontrollers/status"}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{"metacontroller.k8s.io"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+	}
+}
+
+// LeaderElectionRules are the Role rules, in the leader-election namespace,
+// of a manager run with --leader-elect: the Lease dcontroller-manager and the
+// Events that report its changes of hands.
+func LeaderElectionRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+	}
+}
+
+// FullRules grant everything on every resource: the rbac.mode=full of the
+// Helm chart, for operators that are not known at install time.
+func FullRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+	}
+}

@@ -1,0 +1,226 @@
+package view
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dcontroller/dcontroller/pkg/object"
+)
+
+// DefaultHistoryLimit is the number of change events a store keeps for
+// watches that resume from a resourceVersion (see Options.HistoryLimit).
+const DefaultHistoryLimit = 16384
+
+// Options configure a Store.
+type Options struct {
+	// HistoryLimit bounds the change events kept for Watch to resume from an
+	// older resourceVersion; a watch from a version whose later events were
+	// dropped fails with 410 Gone (Expired). DefaultHistoryLimit when 0.
+	HistoryLimit int
+	// ServerMetadata makes the store act like an API server on metadata it
+	// owns: Create sets metadata.uid (a random UUID) and
+	// metadata.creationTimestamp when they are missing, Update keeps them
+	// (and metadata.managedFields) from the stored object when the new one
+	// lacks them and refuses a different uid with Conflict. Off by default,
+	// so offline evaluation output stays deterministic.
+	ServerMetadata bool
+}
+
+// SetOptions changes the options of a store in use. Turning ServerMetadata
+// on stamps the objects already stored that lack a uid or creation time,
+// without a new resourceVersion or an event. A smaller HistoryLimit drops the
+// oldest events at the next change.
+func (s *Store) SetOptions(opts Options) {
+	if opts.HistoryLimit <= 0 {
+		opts.HistoryLimit = DefaultHistoryLimit
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts = opts
+	s.history.limit = opts.HistoryLimit
+	if !opts.ServerMetadata {
+		return
+	}
+	for _, objs := range s.objects {
+		for key, obj := range objs {
+			if ts := obj.GetCreationTimestamp(); obj.GetUID() == "" || ts.IsZero() {
+				stamped := obj.DeepCopy()
+				stampServerMetadata(stamped)
+				objs[key] = stamped
+			}
+		}
+	}
+}
+
+func stampServerMetadata(obj *unstructured.Unstructured) {
+	if obj.GetUID() == "" {
+		obj.SetUID(types.UID(uuid.NewString()))
+	}
+	if ts := obj.GetCreationTimestamp(); ts.IsZero() {
+		obj.SetCreationTimestamp(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))
+	}
+}
+
+func keepServerMetadata(old, obj *unstructured.Unstructured) {
+	if obj.GetUID() == "" {
+		obj.SetUID(old.GetUID())
+	}
+	if ts, oldTS := obj.GetCreationTimestamp(), old.GetCreationTimestamp(); ts.IsZero() && !oldTS.IsZero() {
+		obj.SetCreationTimestamp(oldTS)
+	}
+	if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "managedFields"); !ok {
+		if mf, ok, _ := unstructured.NestedFieldNoCopy(old.Object, "metadata", "managedFields"); ok {
+			_ = unstructured.SetNestedField(obj.Object, object.DeepCopy(mf), "metadata", "managedFields")
+		}
+	}
+}
+
+// ResourceVersion returns the store's current resourceVersion: the version
+// of the latest change, "0" for a store that never changed.
+func (s *Store) ResourceVersion() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return strconv.FormatInt(s.rv, 10)
+}
+
+// ListOptions select objects of one kind, as a Kubernetes list does.
+type ListOptions struct {
+	// Namespace restricts the selection to one namespace; "" selects all.
+	Namespace string
+	// Labels selects by metadata.labels; nil selects everything.
+	Labels labels.Selector
+	// Fields selects by the fields of FieldSet; nil selects everything.
+	Fields fields.Selector
+}
+
+// FieldSet returns the fields an object can be selected by with a field
+// selector: metadata.name and metadata.namespace, the two every Kubernetes
+// resource supports.
+func FieldSet(obj *unstructured.Unstructured) fields.Set {
+	return fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()}
+}
+
+// Matches reports whether obj is selected.
+func (o ListOptions) Matches(obj *unstructured.Unstructured) bool {
+	if obj == nil {
+		return false
+	}
+	if o.Namespace != "" && obj.GetNamespace() != o.Namespace {
+		return false
+	}
+	if o.Labels != nil && !o.Labels.Empty() && !o.Labels.Matches(labels.Set(obj.GetLabels())) {
+		return false
+	}
+	if o.Fields != nil && !o.Fields.Empty() && !o.Fields.Matches(FieldSet(obj)) {
+		return false
+	}
+	return true
+}
+
+// Select returns deep copies of the selected objects of a kind, sorted by
+// namespace and name, and the store's resourceVersion at the time of the
+// selection: a Watch from that version sees every later change.
+func (s *Store) Select(gvk schema.GroupVersionKind, opts ListOptions) ([]*unstructured.Unstructured, string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*unstructured.Unstructured, 0, len(s.objects[gvk]))
+	for key, obj := range s.objects[gvk] {
+		if opts.Namespace != "" && key.Namespace != opts.Namespace {
+			continue
+		}
+		if opts.Matches(obj) {
+			out = append(out, obj.DeepCopy())
+		}
+	}
+	sortObjects(out)
+	return out, strconv.FormatInt(s.rv, 10)
+}
+
+func sortObjects(objs []*unstructured.Unstructured) {
+	sort.Slice(objs, func(i, j int) bool {
+		if objs[i].GetNamespace() != objs[j].GetNamespace() {
+			return objs[i].GetNamespace() < objs[j].GetNamespace()
+		}
+		return objs[i].GetName() < objs[j].GetName()
+	})
+}
+
+// Preconditions must hold for DeleteIf to delete: an empty field is not
+// checked. They follow metav1.Preconditions.
+type Preconditions struct {
+	UID             types.UID
+	ResourceVersion string
+}
+
+// Check returns Conflict when obj does not satisfy the preconditions.
+func (p Preconditions) Check(obj *unstructured.Unstructured) error {
+	gvk := obj.GroupVersionKind()
+	key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	if p.UID != "" && p.UID != obj.GetUID() {
+		return apierrors.NewConflict(gr(gvk), key.String(),
+			fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", p.UID, obj.GetUID()))
+	}
+	if p.ResourceVersion != "" && p.ResourceVersion != obj.GetResourceVersion() {
+		return apierrors.NewConflict(gr(gvk), key.String(),
+			fmt.Errorf("precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", p.ResourceVersion, obj.GetResourceVersion()))
+	}
+	return nil
+}
+
+// DeleteIf removes an object when the preconditions hold and returns its
+// last state. Errors: NotFound, Conflict when a precondition fails.
+func (s *Store) DeleteIf(gvk schema.GroupVersionKind, key object.Key, pre Preconditions) (*unstructured.Unstructured, error) {
+	s.mu.Lock()
+	old, ok := s.objects[gvk][key]
+	if !ok {
+		s.mu.Unlock()
+		return nil, apierrors.NewNotFound(gr(gvk), key.String())
+	}
+	if err := pre.Check(old); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	delete(s.objects[gvk], key)
+	s.rv++
+	s.record(Deleted, gvk, old, old)
+	s.mu.Unlock()
+	s.notify(Event{Type: Deleted, Object: old.DeepCopy(), Old: old.DeepCopy()})
+	return old.DeepCopy(), nil
+}
+
+// DeleteCollection removes every selected object of a kind, one change (and
+// one event) each, and returns their last states sorted by namespace and
+// name.
+func (s *Store) DeleteCollection(gvk schema.GroupVersionKind, opts ListOptions) []*unstructured.Unstructured {
+	s.mu.Lock()
+	var victims []*unstructured.Unstructured
+	for _, obj := range s.objects[gvk] {
+		if opts.Matches(obj) {
+			victims = append(victims, obj)
+		}
+	}
+	sortObjects(victims)
+	for _, old := range victims {
+		delete(s.objects[gvk], object.Key{Namespace: old.GetNamespace(), Name: old.GetName()})
+		s.rv++
+		s.record(Deleted, gvk, old, old)
+	}
+	s.mu.Unlock()
+	out := make([]*unstructured.Unstructured, 0, len(victims))
+	for _, old := range victims {
+		s.notify(Event{Type: Deleted, Object: old.DeepCopy(), Old: old.DeepCopy()})
+		out = append(out, old.DeepCopy())
+	}
+	return out
+}

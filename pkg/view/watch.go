@@ -1,0 +1,354 @@
+package view
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Bookmark is the type of a watch event that carries no change, only a
+// resourceVersion the watcher has seen everything up to (a Kubernetes
+// BOOKMARK event).
+const Bookmark EventType = "BOOKMARK"
+
+// InitialEventsEndAnnotation marks the bookmark that ends the initial events
+// of a watch with SendInitialEvents (the Kubernetes "watch list" protocol).
+const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
+
+// DefaultWatchQueueLimit bounds the events queued for one watcher that does
+// not keep up; past it the watch is closed and the client must resume.
+const DefaultWatchQueueLimit = 1 << 16
+
+// historyEntry is one committed change. obj is the new state (the last state
+// for a deletion, with the deletion's resourceVersion); old the state before.
+// Both are never modified after being recorded.
+type historyEntry struct {
+	rv  int64
+	typ EventType
+	gvk schema.GroupVersionKind
+	obj *unstructured.Unstructured
+	old *unstructured.Unstructured
+}
+
+// history is a ring buffer of the latest changes.
+type history struct {
+	limit     int
+	buf       []historyEntry
+	start     int   // index of the oldest entry
+	n         int   // entries in buf
+	compacted int64 // resourceVersion of the newest dropped entry
+}
+
+func (h *history) add(e historyEntry) {
+	if h.limit <= 0 {
+		h.limit = DefaultHistoryLimit
+	}
+	for h.n > 0 && h.n >= h.limit {
+		h.compacted = h.buf[h.start].rv
+		h.buf[h.start] = historyEntry{}
+		h.start = (h.start + 1) % len(h.buf)
+		h.n--
+	}
+	if h.n == len(h.buf) {
+		grown := make([]historyEntry, min(max(2*len(h.buf), 64), h.limit))
+		for i := 0; i < h.n; i++ {
+			grown[i] = h.buf[(h.start+i)%len(h.buf)]
+		}
+		h.buf, h.start = grown, 0
+	}
+	h.buf[(h.start+h.n)%len(h.buf)] = e
+	h.n++
+}
+
+// since calls f on every entry with a resourceVersion above rv, oldest first.
+func (h *history) since(rv int64, f func(historyEntry)) {
+	for i := 0; i < h.n; i++ {
+		e := h.buf[(h.start+i)%len(h.buf)]
+		if e.rv > rv {
+			f(e)
+		}
+	}
+}
+
+// record appends a committed change to the history and queues it for the
+// watchers of its kind, in resourceVersion order. Called with s.mu held for
+// writing, after s.rv was incremented for the change.
+func (s *Store) record(typ EventType, gvk schema.GroupVersionKind, obj, old *unstructured.Unstructured) {
+	if typ == Deleted {
+		// As in Kubernetes, a deletion event carries the deletion's version.
+		last := obj.DeepCopy()
+		last.SetResourceVersion(strconv.FormatInt(s.rv, 10))
+		obj = last
+	}
+	e := historyEntry{rv: s.rv, typ: typ, gvk: gvk, obj: obj, old: old}
+	s.history.add(e)
+	for w := range s.watchers[gvk] {
+		w.push(e)
+	}
+}
+
+// WatchEvent is one event of a Watcher. Object must not be modified: it is
+// shared with the store's history and other watchers. For Bookmark, Object
+// holds only apiVersion, kind and metadata.resourceVersion (and, ending the
+// initial events, the InitialEventsEndAnnotation).
+type WatchEvent struct {
+	Type   EventType
+	Object *unstructured.Unstructured
+}
+
+// WatchOptions configure Watch, following the Kubernetes watch semantics
+// (https://kubernetes.io/docs/reference/using-api/api-concepts/#semantics-for-watch).
+type WatchOptions struct {
+	ListOptions
+	// ResourceVersion is where the watch starts. "" or "0": with an ADDED
+	// event for every selected object, then every change. A version N: every
+	// change after N; 410 Gone (Expired) when changes after N were dropped
+	// from the history or N is newer than the store (a restarted server).
+	ResourceVersion string
+	// SendInitialEvents overrides whether the watch starts with an ADDED
+	// event for every selected object (default: only when ResourceVersion is
+	// "" or "0"). With it true and InitialEventsBookmark, the initial events
+	// end with a Bookmark annotated with InitialEventsEndAnnotation.
+	SendInitialEvents     *bool
+	InitialEventsBookmark bool
+	// BookmarkInterval, when positive, makes the watcher send a Bookmark
+	// with the store's resourceVersion when it has nothing else to send for
+	// that long.
+	BookmarkInterval time.Duration
+	// QueueLimit bounds the events queued for a slow consumer
+	// (DefaultWatchQueueLimit when 0); past it the watch closes.
+	QueueLimit int
+}
+
+// Watcher delivers the changes of one kind. Stop it when done.
+type Watcher struct {
+	store *Store
+	gvk   schema.GroupVersionKind
+	opts  WatchOptions
+
+	mu       sync.Mutex
+	queue    []WatchEvent
+	overflow bool
+	signal   chan struct{}
+
+	out      chan WatchEvent
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// Watch starts a watch of a kind. Errors: 410 Gone (Expired) when
+// opts.ResourceVersion is too old or too new, BadRequest when it is not a
+// number.
+func (s *Store) Watch(gvk schema.GroupVersionKind, opts WatchOptions) (*Watcher, error) {
+	var from int64
+	if opts.ResourceVersion != "" {
+		v, err := strconv.ParseInt(opts.ResourceVersion, 10, 64)
+		if err != nil || v < 0 {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q: not a non-negative integer", opts.ResourceVersion))
+		}
+		from = v
+	}
+	initial := from == 0
+	if opts.SendInitialEvents != nil {
+		initial = *opts.SendInitialEvents
+	}
+	if opts.QueueLimit <= 0 {
+		opts.QueueLimit = DefaultWatchQueueLimit
+	}
+	w := &Watcher{store: s, gvk: gvk, opts: opts, signal: make(chan struct{}, 1),
+		out: make(chan WatchEvent), done: make(chan struct{})}
+
+	s.mu.Lock()
+	if from > s.rv {
+		s.mu.Unlock()
+		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too large resource version: %d, current: %d (the store was probably restarted; list again)", from, s.rv))
+	}
+	if from > 0 && from < s.history.compacted {
+		s.mu.Unlock()
+		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, s.history.compacted))
+	}
+	if initial {
+		var objs []*unstructured.Unstructured
+		for _, obj := range s.objects[gvk] {
+			if opts.Matches(obj) {
+				objs = append(objs, obj)
+			}
+		}
+		sortObjects(objs)
+		for _, obj := range objs {
+			w.queue = append(w.queue, WatchEvent{Type: Added, Object: obj})
+		}
+		if opts.InitialEventsBookmark {
+			w.queue = append(w.queue, WatchEvent{Type: Bookmark, Object: w.bookmark(s.rv, true)})
+		}
+	}
+	if from > 0 && !initial {
+		s.history.since(from, func(e historyEntry) {
+			if e.gvk == gvk {
+				w.pushLocked(e)
+			}
+		})
+	}
+	if s.watchers[gvk] == nil {
+		s.watchers[gvk] = map[*Watcher]struct{}{}
+	}
+	s.watchers[gvk][w] = struct{}{}
+	s.mu.Unlock()
+	if len(w.queue) > 0 {
+		select {
+		case w.signal <- struct{}{}:
+		default:
+		}
+	}
+	go w.run()
+	return w, nil
+}
+
+// ResultChan returns the events; it is closed when the watcher stops or
+// falls too far behind.
+func (w *Watcher) ResultChan() <-chan WatchEvent { return w.out }
+
+// Stop ends the watch and releases its resources. It is safe to call more
+// than once and concurrently with event delivery.
+func (w *Watcher) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.done)
+		w.store.mu.Lock()
+		delete(w.store.watchers[w.gvk], w)
+		if len(w.store.watchers[w.gvk]) == 0 {
+			delete(w.store.watchers, w.gvk)
+		}
+		w.store.mu.Unlock()
+	})
+}
+
+func (w *Watcher) bookmark(rv int64, initialEnd bool) *unstructured.Unstructured {
+	b := &unstructured.Unstructured{}
+	b.SetGroupVersionKind(w.gvk)
+	b.SetResourceVersion(strconv.FormatInt(rv, 10))
+	if initialEnd {
+		b.SetAnnotations(map[string]string{InitialEventsEndAnnotation: "true"})
+	}
+	return b
+}
+
+// translate turns a change into the event this watcher sees: a change
+// that moves an object into the selection is ADDED, out of it DELETED.
+func (w *Watcher) translate(e historyEntry) (WatchEvent, bool) {
+	now := w.opts.Matches(e.obj)
+	switch e.typ {
+	case Added:
+		return WatchEvent{Type: Added, Object: e.obj}, now
+	case Deleted:
+		return WatchEvent{Type: Deleted, Object: e.obj}, now
+	default:
+		before := w.opts.Matches(e.old)
+		switch {
+		case now && before:
+			return WatchEvent{Type: Modified, Object: e.obj}, true
+		case now:
+			return WatchEvent{Type: Added, Object: e.obj}, true
+		case before:
+			return WatchEvent{Type: Deleted, Object: e.obj}, true
+		}
+		return WatchEvent{}, false
+	}
+}
+
+// push queues a change; called with the store's lock held.
+func (w *Watcher) push(e historyEntry) {
+	ev, ok := w.translate(e)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	if !w.overflow {
+		if len(w.queue) >= w.opts.QueueLimit {
+			w.overflow, w.queue = true, nil
+		} else {
+			w.queue = append(w.queue, ev)
+		}
+	}
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+// pushLocked queues a change from the history while Watch holds the store
+// lock and the watcher is not yet running.
+func (w *Watcher) pushLocked(e historyEntry) {
+	if ev, ok := w.translate(e); ok {
+		w.queue = append(w.queue, ev)
+	}
+}
+
+func (w *Watcher) run() {
+	defer close(w.out)
+	var tick <-chan time.Time
+	if w.opts.BookmarkInterval > 0 {
+		t := time.NewTicker(w.opts.BookmarkInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	sentSince := false
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-w.signal:
+			for {
+				w.mu.Lock()
+				if w.overflow {
+					w.mu.Unlock()
+					w.Stop()
+					return
+				}
+				if len(w.queue) == 0 {
+					w.mu.Unlock()
+					break
+				}
+				batch := w.queue
+				w.queue = nil
+				w.mu.Unlock()
+				for _, ev := range batch {
+					select {
+					case w.out <- ev:
+						sentSince = true
+					case <-w.done:
+						return
+					}
+				}
+			}
+		case <-tick:
+			if sentSince {
+				sentSince = false
+				continue
+			}
+			// Everything committed up to the store's version has been
+			// queued (pushes happen under the store lock); with an empty
+			// queue it has all been sent, so that version is safe to resume
+			// from.
+			w.store.mu.RLock()
+			w.mu.Lock()
+			empty := len(w.queue) == 0 && !w.overflow
+			rv := w.store.rv
+			w.mu.Unlock()
+			w.store.mu.RUnlock()
+			if !empty {
+				continue
+			}
+			select {
+			case w.out <- WatchEvent{Type: Bookmark, Object: w.bookmark(rv, false)}:
+			case <-w.done:
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dcontroller/dcontroller/pkg/operator"
+)
+
+// startManagerAs runs a manager (the same code as `dctl start`) with the
+// given client configuration until the test ends.
+func startManagerAs(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	log := ctrl.Log.WithName(t.Name())
+	mgr, rt, err := operator.NewManager(cfg, operator.ManagerOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log,
+		Recorder: mgr.GetEventRecorder("dcontroller")}
+	if err := rec.SetupWithManager(ctx, mgr); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+		rt.Stop()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+}
+
+// serviceAccountConfig returns a client configuration that authenticates as
+// the ServiceAccount with a token from the TokenRequest API.
+func serviceAccountConfig(t *testing.T, ns, name string) *rest.Config {
+	t.Helper()
+	token := strings.TrimSpace(mustKubectl(t, "", "-n", ns, "create", "token", name, "--duration=1h"))
+	cfg := rest.AnonymousClientConfig(restConfig)
+	cfg.BearerToken = token
+	return cfg
+}
+
+const forbiddenOperator = `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: pod-configmaps
+spec:
+  controllers:
+    - name: pod-to-configmap
+      sources:
+        - apiGroup: ""
+          kind: Pod
+          namespace: rbac-apps
+      pipeline:
+        "@project":
+          metadata:
+            name: "$.metadata.name"
+            namespace: "$.metadata.namespace"
+          data:
+            containers:
+              "@string":
+                "@len": "$.spec.containers"
+      target:
+        apiGroup: ""
+        kind: ConfigMap
+`
+
+func readyCondition(t *testing.T, op string) (string, error) {
+	return kubectl(t, "", "get", "operators.dcontroller.io", op, "-o",
+		`jsonpath={.status.controllers[0].conditions[?(@.type=="Ready")].status}|{.status.controllers[0].conditions[?(@.type=="Ready")].reason}|{.status.controllers[0].conditions[?(@.type=="Ready")].message}`)
+}
+
+// TestScopedRBAC installs the chart's RBAC in rbac.mode=scoped with the
+// values `dctl rbac` prints for the pod annotator, runs a manager as the
+// chart's ServiceAccount, and checks that the annotator works while an
+// operator needing more is reported as forbidden, naming the verbs and the
+// resource; granting what `dctl rbac` prints for it fixes it.
+func TestScopedRBAC(t *testing.T) {
+	const ns = "rbac-system"
+	dir := t.TempDir()
+	annotatorFile := filepath.Join(repoRoot, "examples", "pod-container-num-annotator", "operator.yaml")
+
+	// The rules for the annotator, with the cluster's API discovery.
+	values, err := dctl(t, "rbac", "-f", annotatorFile, "--kubeconfig", kubeconfig, "-o", "values")
+	if err != nil {
+		t.Fatal(err)
+	}
+	valuesFile := filepath.Join(dir, "rbac-values.yaml")
+	if err := os.WriteFile(valuesFile, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := helm(t, "template", "dcontroller-rbac", "charts/dcontroller", "--namespace", ns,
+		"-f", valuesFile, "--set", "leaderElection.enabled=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rbacObjs []string
+	for _, o := range decodeStream(t, rendered) {
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			b, err := yaml.Marshal(o.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rbacObjs = append(rbacObjs, string(b))
+		}
+	}
+	applyManifests(t, strings.Join(rbacObjs, "---\n"))
+	if rules := mustKubectl(t, "", "get", "clusterrole", "dcontroller-rbac-operators", "-o", "jsonpath={.rules}"); rules != `[{"apiGroups":[""],"resources":["pods"],"verbs":["get","list","watch","patch"]}]` {
+		t.Fatalf("scoped ClusterRole rules: %s", rules)
+	}
+	// The ServiceAccount may do exactly that.
+	for verb, want := range map[string]string{"patch": "yes", "get": "yes", "create": "no", "delete": "no", "update": "no"} {
+		got, _ := kubectl(t, "", "auth", "can-i", verb, "pods", "--as=system:serviceaccount:"+ns+":dcontroller-rbac", "-n", "default")
+		if strings.TrimSpace(got) != want {
+			t.Errorf("can-i %s pods: %q, want %q", verb, got, want)
+		}
+	}
+
+	startManagerAs(t, serviceAccountConfig(t, ns, "dcontroller-rbac"))
+	mustKubectl(t, "", "create", "namespace", "rbac-apps")
+	op, err := os.ReadFile(annotatorFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustKubectl(t, string(op), "apply", "-f", "-")
+	mustKubectl(t, podYAML("rbac-pod", "default", 2), "apply", "-f", "-")
+	mustKubectl(t, podYAML("rbac-app", "rbac-apps", 3), "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		got, err := annotation(t, "default", "rbac-pod")
+		if err != nil || got != "2" {
+			return fmt.Sprintf("annotation %q (err %v)", got, err)
+		}
+		return ""
+	})
+	eventually(t, 30*time.Second, func() string {
+		if got, err := readyCondition(t, "pod-container-num-annotator"); err != nil || !strings.HasPrefix(got, "True|") {
+			return fmt.Sprintf("annotator status %q (err %v)", got, err)
+		}
+		return ""
+	})
+
+	// An operator that writes ConfigMaps, which the scoped RBAC does not grant.
+	mustKubectl(t, forbiddenOperator, "apply", "-f", "-")
+	var status string
+	eventually(t, 30*time.Second, func() string {
+		status, err = readyCondition(t, "pod-configmaps")
+		if err != nil || !strings.HasPrefix(status, "False|Forbidden|") {
+			return fmt.Sprintf("pod-configmaps status %q (err %v)", status, err)
+		}
+		return ""
+	})
+	msg := strings.SplitN(status, "|", 3)[2]
+	for _, want := range []string{"target", "forbidden", "create", "update", "delete", `"configmaps"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the Forbidden message lacks %q: %s", want, msg)
+		}
+	}
+	t.Logf("status message of the forbidden operator: %s", msg)
+	// The annotator is not disturbed.
+	mustKubectl(t, podYAML("rbac-pod-2", "default", 1), "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		got, err := annotation(t, "default", "rbac-pod-2")
+		if err != nil || got != "1" {
+			return fmt.Sprintf("annotation %q (err %v)", got, err)
+		}
+		return ""
+	})
+
+	// Grant what dctl rbac prints for the second operator, bound to the
+	// ServiceAccount, and restart it with a new generation.
+	opFile := filepath.Join(dir, "pod-configmaps.yaml")
+	if err := os.WriteFile(opFile, []byte(forbiddenOperator), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	grant, err := dctl(t, "rbac", "-f", opFile, "--kubeconfig", kubeconfig, "--name", "pod-configmaps",
+		"--service-account", ns+":dcontroller-rbac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kind: ClusterRole\n", "kind: Role\n", "namespace: rbac-apps\n", "  - configmaps\n", "kind: RoleBinding\n"} {
+		if !strings.Contains(grant, want) {
+			t.Errorf("dctl rbac output lacks %q:\n%s", want, grant)
+		}
+	}
+	applyManifests(t, grant)
+	mustKubectl(t, strings.Replace(forbiddenOperator, `"@len": "$.spec.containers"`, `"@len": ["$.spec.containers"]`, 1), "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		if got, err := readyCondition(t, "pod-configmaps"); err != nil || !strings.HasPrefix(got, "True|") {
+			return fmt.Sprintf("pod-configmaps status after the grant %q (err %v)", got, err)
+		}
+		return ""
+	})
+	eventually(t, 30*time.Second, func() string {
+		got, err := kubectl(t, "", "-n", "rbac-apps", "get", "configmap", "rbac-app", "-o", "jsonpath={.data.containers}")
+		if err != nil || got != "3" {
+			return fmt.Sprintf("configmap rbac-apps/rbac-app data.containers %q (err %v)", got, err)
+		}
+		return ""
+	})
+
+	for _, o := range []string{"pod-configmaps", "pod-container-num-annotator"} {
+		mustKubectl(t, "", "delete", "operators.dcontroller.io", o)
+	}
+	mustKubectl(t, "", "delete", "pod", "rbac-pod", "rbac-pod-2", "--wait=false")
+	mustKubectl(t, "", "-n", "rbac-apps", "delete", "pod", "rbac-app", "--wait=false")
+}
