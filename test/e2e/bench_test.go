@@ -146,4 +146,3 @@ func startManagerB(b *testing.B) func() {
 	}()
 	return func() { cancel(); <-done }
 }
-
