@@ -1,14 +1,19 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net"
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -62,6 +68,9 @@ const (
 	DefaultSyncInterval     = time.Second
 	// developerName is the user every development-mode request runs as.
 	developerName = "developer"
+	// maxRequestBody bounds request bodies (bytes), as the Kubernetes
+	// API server's default does.
+	maxRequestBody = 3 * 1024 * 1024
 )
 
 // Options configure a Server.
@@ -415,7 +424,7 @@ func (s *Server) newServed(r *resource) (*served, error) {
 		Kind:                     r.gvk,
 		HubGroupVersion:          r.gvk.GroupVersion(),
 		MetaGroupVersion:         metav1.SchemeGroupVersion,
-		MaxRequestBodyBytes:      3 * 1024 * 1024,
+		MaxRequestBodyBytes:      maxRequestBody,
 	}
 	fm, err := managedfields.NewDefaultCRDFieldManager(managedfields.NewDeducedTypeConverter(), objectConvertor{}, objectDefaulter{},
 		objectCreater{}, r.gvk, r.gvk.GroupVersion(), "", nil)
@@ -592,9 +601,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case "update":
 		h = handlers.UpdateResource(sv.storage, sv.scope, nil)
 	case "patch":
-		pts := patchTypes
-		if r.typed {
-			pts = append(append([]string{}, patchTypes...), "application/strategic-merge-patch+json")
+		pts := append(append([]string{}, patchTypes...), string(types.StrategicMergePatchType))
+		if !r.typed && !strategicAsMerge(w, req) {
+			return
 		}
 		h = handlers.PatchResource(sv.storage, sv.scope, nil, pts)
 	case "delete":
@@ -606,6 +615,55 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	h.ServeHTTP(w, req)
+}
+
+// strategicAsMerge lets `kubectl patch` without --type work on schemaless
+// kinds: with no schema there are no list merge keys, so a strategic merge
+// patch without $-directives means exactly what the same JSON merge patch
+// (RFC 7386) means, and is applied as one. A patch with directives is
+// refused with 415 Unsupported Media Type. It reports whether to go on.
+func strategicAsMerge(w http.ResponseWriter, req *http.Request) bool {
+	ct, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	if ct != string(types.StrategicMergePatchType) {
+		return true
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxRequestBody+1))
+	if err != nil || len(body) > maxRequestBody {
+		responsewriters.ErrorNegotiated(apierrors.NewRequestEntityTooLargeError("the patch is too large"), metaCodecs, schema.GroupVersion{}, w, req)
+		return false
+	}
+	var patch any
+	if err := json.Unmarshal(body, &patch); err != nil {
+		responsewriters.ErrorNegotiated(apierrors.NewBadRequest("the patch is not valid JSON: "+err.Error()), metaCodecs, schema.GroupVersion{}, w, req)
+		return false
+	}
+	if hasDirective(patch) {
+		responsewriters.ErrorNegotiated(apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
+			"strategic merge patch directives ($patch, $retainKeys, ...) need a schema; schemaless objects take application/merge-patch+json or application/json-patch+json", 0, false),
+			metaCodecs, schema.GroupVersion{}, w, req)
+		return false
+	}
+	req.Header.Set("Content-Type", string(types.MergePatchType))
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	return true
+}
+
+func hasDirective(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			if strings.HasPrefix(k, "$") || hasDirective(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if hasDirective(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Server) notFound(w http.ResponseWriter, req *http.Request) {

@@ -18,7 +18,8 @@ type Options struct {
 	Path string
 	// Trace, if set, is called by Process and Evaluate with each stage's
 	// output delta (Evaluate: output collection) after the stage ran; stage
-	// is the stage's spec path, e.g. `spec.controllers[0].pipeline[1]`. The
+	// is the stage's spec path and name, e.g.
+	// `spec.controllers[0].pipeline[1]["@project"]`. The
 	// Z-set must not be modified.
 	Trace func(stage string, delta *dbsp.ZSet)
 }
@@ -36,8 +37,9 @@ type Pipeline struct {
 
 // stage is a compiled unary stage.
 type stage struct {
-	path string
-	op   dbsp.Operator
+	path  string
+	label string // path and stage name, e.g. spec.controllers[0].pipeline[1]["@project"]
+	op    dbsp.Operator
 }
 
 // Stage names and their aliases.
@@ -124,7 +126,7 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.stages = append(p.stages, stage{path: paths[i], op: op})
+		p.stages = append(p.stages, stage{path: paths[i], label: expression.Field(paths[i], name), op: op})
 	}
 	if len(sources) > 1 && p.join == nil {
 		return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("a pipeline over several sources (%s) must start with @join", strings.Join(sources, ", "))}
@@ -212,7 +214,7 @@ func (p *Pipeline) run(in map[string]*dbsp.ZSet, incremental bool) (*dbsp.ZSet, 
 		if err != nil {
 			errs = append(errs, err)
 		}
-		p.trace(p.join.path, cur)
+		p.trace(expression.Field(p.join.path, opJoin), cur)
 	} else {
 		cur = input(in, p.sources[0])
 		if len(p.stages) == 0 {
@@ -229,7 +231,7 @@ func (p *Pipeline) run(in map[string]*dbsp.ZSet, incremental bool) (*dbsp.ZSet, 
 		if err != nil {
 			errs = append(errs, err)
 		}
-		p.trace(st.path, cur)
+		p.trace(st.label, cur)
 	}
 	return cur, errors.Join(errs...)
 }

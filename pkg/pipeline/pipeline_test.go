@@ -188,7 +188,7 @@ func TestProcessTraceAndReset(t *testing.T) {
 	if !out.Equal(want) {
 		t.Fatalf("Process = %v", out)
 	}
-	if got := strings.Join(traced, " "); got != path+"[0]:+ "+path+"[1]:+" {
+	if got := strings.Join(traced, " "); got != path+`[0]["@select"]:+ `+path+`[1]["@project"]:+` {
 		t.Fatalf("trace = %s", got)
 	}
 	// An update: delete old + insert new.

@@ -217,6 +217,12 @@ func TestScopedRBAC(t *testing.T) {
 		return ""
 	})
 
+	// kubectl get shows the printer columns of the Operator CRD.
+	header := strings.Fields(strings.SplitN(mustKubectl(t, "", "get", "operators.dcontroller.io"), "\n", 2)[0])
+	if strings.Join(header, " ") != "NAME READY CONTROLLERS AGE" {
+		t.Errorf("kubectl get operators columns: %q", header)
+	}
+
 	for _, o := range []string{"pod-configmaps", "pod-container-num-annotator"} {
 		mustKubectl(t, "", "delete", "operators.dcontroller.io", o)
 	}

@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"fmt"
+	"strings"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -10,6 +13,9 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=dop
 // +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`,description="Controllers that are Ready, of all controllers"
+// +kubebuilder:printcolumn:name="Controllers",type=string,JSONPath=`.status.controllerNames`,description="The operator's controllers"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Operator struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -137,6 +143,31 @@ type OperatorStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Controllers []ControllerStatus `json:"controllers,omitempty"`
+	// Ready is "<ready>/<total>": how many controllers have Ready=True, of
+	// all controllers (kubectl get's READY column). See Summarize.
+	// +optional
+	Ready string `json:"ready,omitempty"`
+	// ControllerNames are the controllers' names, comma-separated in spec
+	// order (kubectl get's CONTROLLERS column). See Summarize.
+	// +optional
+	ControllerNames string `json:"controllerNames,omitempty"`
+}
+
+// Summarize fills Ready and ControllerNames from Controllers.
+func (s *OperatorStatus) Summarize() {
+	ready := 0
+	names := make([]string, 0, len(s.Controllers))
+	for _, c := range s.Controllers {
+		names = append(names, c.Name)
+		for _, cond := range c.Conditions {
+			if cond.Type == "Ready" && cond.Status == metav1.ConditionTrue {
+				ready++
+				break
+			}
+		}
+	}
+	s.Ready = fmt.Sprintf("%d/%d", ready, len(s.Controllers))
+	s.ControllerNames = strings.Join(names, ",")
 }
 
 // ControllerStatus is the observed state of one controller.

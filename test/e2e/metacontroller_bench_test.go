@@ -1,0 +1,235 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcontroller/dcontroller/pkg/metacontroller"
+	"github.com/dcontroller/dcontroller/pkg/operator"
+)
+
+const (
+	benchParents  = 1000
+	benchChildren = 3
+	benchChanges  = 100
+)
+
+// benchKubectl runs kubectl for a benchmark.
+func benchKubectl(b *testing.B, stdin string, args ...string) {
+	b.Helper()
+	cmd := exec.Command(kubectlBin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("kubectl %v: %v: %s", args, err, out)
+	}
+}
+
+// benchHook answers instantly with benchChildren ConfigMaps per parent and
+// counts calls, per parent and for observed states already seen.
+type benchHook struct {
+	calls      atomic.Int64
+	duplicates atomic.Int64
+	mu         sync.Mutex
+	seen       map[string]bool
+}
+
+func (h *benchHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	h.calls.Add(1)
+	parent, _ := req["parent"].(map[string]any)
+	// The observed state: parent and children by resourceVersion.
+	state := []string{str(path(parent, "metadata.uid")) + "@" + str(path(parent, "metadata.resourceVersion"))}
+	kids, _ := path(req, "children").(map[string]any)["ConfigMap.v1"].(map[string]any)
+	for k, o := range kids {
+		state = append(state, k+"@"+str(path(o.(map[string]any), "metadata.resourceVersion")))
+	}
+	sort.Strings(state)
+	key := strings.Join(state, ",")
+	h.mu.Lock()
+	if h.seen[key] {
+		h.duplicates.Add(1)
+	}
+	h.seen[key] = true
+	h.mu.Unlock()
+	name := str(path(parent, "metadata.name"))
+	var children []any
+	for i := 0; i < benchChildren; i++ {
+		children = append(children, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": fmt.Sprintf("%s-%d", name, i)},
+			"data":     map[string]any{"value": str(path(parent, "spec.value"))}})
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"children": children, "status": map[string]any{"children": len(kids)}})
+}
+
+// quiet waits until the hook got no call for d.
+func (h *benchHook) quiet(d time.Duration) {
+	last, since := h.calls.Load(), time.Now()
+	for time.Since(since) < d {
+		time.Sleep(100 * time.Millisecond)
+		if n := h.calls.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
+
+// BenchmarkMetacontrollerComposite1000 measures a CompositeController with
+// 1,000 parents of 3 children each and an instant hook: the time from
+// creating all parents to all 3,000 children present, the hook calls per
+// parent for the initial sync, per parent change that leaves the desired
+// children as they are (a label change: exactly one call), and per change
+// that updates the children (one call, plus one that observes the updated
+// children), and the calls made for an observed state already sent
+// (duplicates, target 0). Run with -benchtime=1x.
+func BenchmarkMetacontrollerComposite1000(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		runCompositeBenchmark(b, fmt.Sprintf("bench-mc-%d-%d", time.Now().Unix()%100000, i))
+	}
+}
+
+func runCompositeBenchmark(b *testing.B, ns string) {
+	ctx := context.Background()
+	benchKubectl(b, crdYAML("BenchParent", "benchparents", "Namespaced"), "apply", "-f", "-")
+	benchKubectl(b, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/benchparents.e2e.dcontroller.io")
+	benchKubectl(b, "", "create", "namespace", ns)
+
+	log := ctrl.Log.WithName("bench")
+	mgr, rt, err := operator.NewManager(restConfig, operator.ManagerOptions{Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	if err := metacontroller.Setup(mctx, mgr, metacontroller.Options{Logger: log}); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = mgr.Start(mctx)
+		rt.Stop()
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	h := &benchHook{seen: map[string]bool{}}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	cc := fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: %s}
+spec:
+  generateSelector: true
+  parentResource:
+    apiVersion: e2e.dcontroller.io/v1
+    resource: benchparents
+    labelSelector: {matchLabels: {bench: %s}}
+  childResources:
+    - apiVersion: v1
+      resource: configmaps
+      updateStrategy: {method: InPlace}
+  hooks:
+    sync:
+      webhook: {url: %s}
+`, ns, ns, srv.URL)
+	benchKubectl(b, cc, "apply", "-f", "-")
+	defer benchKubectl(b, "", "delete", "compositecontroller", ns)
+	time.Sleep(time.Second) // the controller starts
+
+	parent := func(i int) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "e2e.dcontroller.io/v1", "kind": "BenchParent",
+			"metadata": map[string]any{"name": fmt.Sprintf("p%04d", i), "namespace": ns, "labels": map[string]any{"bench": ns}},
+			"spec":     map[string]any{"value": "v1"},
+		}}
+		return u
+	}
+	parallel := func(n int, fn func(i int) error) {
+		var wg sync.WaitGroup
+		next := atomic.Int64{}
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= n {
+						return
+					}
+					if err := fn(i); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	countChildren := func() int {
+		l := &unstructured.UnstructuredList{}
+		l.SetAPIVersion("v1")
+		l.SetKind("ConfigMapList")
+		if err := k8sClient.List(ctx, l, client.InNamespace(ns), client.HasLabels{"controller-uid"}); err != nil {
+			b.Fatal(err)
+		}
+		return len(l.Items)
+	}
+
+	b.ResetTimer()
+	start := time.Now()
+	parallel(benchParents, func(i int) error { return k8sClient.Create(ctx, parent(i)) })
+	created := time.Since(start)
+	for countChildren() < benchParents*benchChildren {
+		if time.Since(start) > 10*time.Minute {
+			b.Fatalf("only %d children after 10 minutes", countChildren())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	h.quiet(3 * time.Second)
+	initial := h.calls.Load()
+
+	patch := func(i int, p string) error {
+		u := parent(i)
+		return k8sClient.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(p)))
+	}
+	// A change that leaves the desired children as they are.
+	c0 := h.calls.Load()
+	parallel(benchChanges, func(i int) error { return patch(i, `{"metadata":{"labels":{"touched":"yes"}}}`) })
+	h.quiet(3 * time.Second)
+	labelCalls := float64(h.calls.Load()-c0) / benchChanges
+	// A change that updates every child of the parent.
+	c0 = h.calls.Load()
+	parallel(benchChanges, func(i int) error { return patch(i, `{"spec":{"value":"v2"}}`) })
+	h.quiet(3 * time.Second)
+	specCalls := float64(h.calls.Load()-c0) / benchChanges
+
+	b.ReportMetric(elapsed.Seconds(), "s-to-all-children")
+	b.ReportMetric(created.Seconds(), "s-to-create-parents")
+	b.ReportMetric(float64(initial)/benchParents, "calls/parent-initial")
+	b.ReportMetric(labelCalls, "calls/noop-change")
+	b.ReportMetric(specCalls, "calls/child-change")
+	b.ReportMetric(float64(h.duplicates.Load()), "duplicate-calls")
+}
