@@ -441,3 +441,41 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestPictures checks that the Mermaid pictures of the pages are what
+// `dctl visualize` draws today.
+func TestPictures(t *testing.T) {
+	for page, op := range map[string]string{
+		"getting-started.md": "../examples/pod-container-num-annotator/operator.yaml",
+		"concepts.md":        "../examples/service-endpoints/operator.yaml",
+	} {
+		out, err := exec.Command(dctlBin, "visualize", "-f", op).Output()
+		if err != nil {
+			t.Fatalf("dctl visualize -f %s: %v", op, err)
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "```mermaid\n"+string(out)+"```\n") {
+			t.Errorf("%s does not show what `dctl visualize -f %s` draws:\n%s", page, op, out)
+		}
+	}
+}
+
+// TestRBACPage checks that the dctl rbac output shown in rbac.md is what
+// dctl prints.
+func TestRBACPage(t *testing.T) {
+	out, err := exec.Command(dctlBin, "rbac", "-f", "../examples/pod-container-num-annotator/operator.yaml", "--offline").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("rbac.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "```console\n$ dctl rbac -f examples/pod-container-num-annotator/operator.yaml --offline\n" + string(out) + "```\n"
+	if !strings.Contains(string(b), want) {
+		t.Errorf("rbac.md does not show what dctl rbac prints:\n%s", out)
+	}
+}

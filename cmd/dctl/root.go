@@ -32,6 +32,7 @@ controllers whose logic is a pipeline over the objects they watch.`,
 	root.AddCommand(newEvalCommand())
 	root.AddCommand(newStartCommand())
 	root.AddCommand(newRunCommand())
+	root.AddCommand(newStatusCommand())
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newRBACCommand())
 	root.AddCommand(newVisualizeCommand())

@@ -1,7 +1,10 @@
 package apiserver
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/operator"
@@ -53,4 +56,43 @@ func OperatorKinds(ops []*opv1a1.Operator, native bool) []schema.GroupVersionKin
 		}
 	}
 	return out
+}
+
+// KindsOf returns an Options.Kinds function serving the kinds of the
+// operators list returns (see OperatorKinds).
+func KindsOf(list func() []*opv1a1.Operator, native bool) func() []schema.GroupVersionKind {
+	return func() []schema.GroupVersionKind { return OperatorKinds(list(), native) }
+}
+
+// RunningOperators returns the operators of ops that rt runs.
+func RunningOperators(rt *operator.Runtime, ops []*opv1a1.Operator) func() []*opv1a1.Operator {
+	return func() []*opv1a1.Operator {
+		running := map[string]bool{}
+		for _, n := range rt.Names() {
+			running[n] = true
+		}
+		var out []*opv1a1.Operator
+		for _, op := range ops {
+			if running[op.Name] {
+				out = append(out, op)
+			}
+		}
+		return out
+	}
+}
+
+// ClusterOperators returns the Operator objects of a cluster that rt runs,
+// read through r (the manager's cached client, so a call costs no request).
+func ClusterOperators(ctx context.Context, r client.Reader, rt *operator.Runtime) func() []*opv1a1.Operator {
+	return func() []*opv1a1.Operator {
+		var l opv1a1.OperatorList
+		if err := r.List(ctx, &l); err != nil {
+			return nil
+		}
+		ops := make([]*opv1a1.Operator, len(l.Items))
+		for i := range l.Items {
+			ops[i] = &l.Items[i]
+		}
+		return RunningOperators(rt, ops)()
+	}
 }

@@ -104,6 +104,9 @@ type Options struct {
 	// BookmarkInterval is how often a quiet watch that asked for bookmarks
 	// gets one (DefaultBookmarkInterval when 0).
 	BookmarkInterval time.Duration
+	// HistoryLimit is the number of changes the store keeps for watches
+	// that resume from a resourceVersion (view.DefaultHistoryLimit when 0).
+	HistoryLimit int
 	// SyncInterval is how often Kinds is polled for changes
 	// (DefaultSyncInterval when 0); store changes are seen at once.
 	SyncInterval time.Duration
@@ -141,7 +144,9 @@ type served struct {
 }
 
 // New builds a server; it listens at once (so Addr is known) and serves
-// once Run is called.
+// once Run is called. It switches the store to API-server metadata
+// (view.Options.ServerMetadata: uids and creation timestamps), which the
+// patch handlers and kubectl's AGE column need.
 func New(opts Options) (*Server, error) {
 	if opts.Store == nil {
 		return nil, errors.New("apiserver: a store is required")
@@ -158,6 +163,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Addr == "" {
 		opts.Addr = DefaultAddr
 	}
+	opts.Store.SetOptions(view.Options{ServerMetadata: true, HistoryLimit: opts.HistoryLimit})
 	s := &Server{opts: opts, log: opts.Logger, serializer: newObjectSerializer(), syncCh: make(chan struct{}, 1),
 		equivalent: runtime.NewEquivalentResourceRegistry(), v3Keys: map[string]bool{}}
 

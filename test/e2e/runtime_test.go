@@ -233,6 +233,17 @@ spec:
 		}
 		return ""
 	})
+	out, err := runDctl(t, "status", "half-broken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`half-broken\s+broken\s+False\s+InvalidSpec .*unknown pipeline stage`).MatchString(out) ||
+		!regexp.MustCompile(`half-broken\s+works\s+True\s+Ready`).MatchString(out) {
+		t.Errorf("dctl status:\n%s", out)
+	}
+	if _, err := runDctl(t, "status", "no-such-operator"); err == nil || !strings.Contains(err.Error(), "operator(s) not found: no-such-operator") {
+		t.Errorf("dctl status of a missing operator: %v", err)
+	}
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "half-broken")
 }
 

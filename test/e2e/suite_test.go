@@ -24,6 +24,7 @@ import (
 )
 
 var (
+	dctlBin    string
 	repoRoot   string
 	kubectlBin string
 	kubeconfig string
@@ -46,6 +47,19 @@ func run(m *testing.M) int {
 		}
 	}
 	kubectlBin = filepath.Join(binDir, "kubectl")
+	tmpBin, err := os.MkdirTemp("", "dcontroller-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmpBin)
+	dctlBin = filepath.Join(tmpBin, "dctl")
+	build := exec.Command("go", "build", "-o", dctlBin, "./cmd/dctl")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: building dctl: %v\n%s", err, out)
+		return 1
+	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.DPanicLevel)))
 
 	env := &envtest.Environment{
@@ -133,6 +147,19 @@ func startManagerWith(t *testing.T, opts operator.ManagerOptions) (stop func()) 
 func kubectl(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
 	return kubectlB(stdin, args...)
+}
+
+// runDctl runs the dctl binary built from this tree against the test cluster.
+func runDctl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(dctlBin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("dctl %s: %v: %s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String(), nil
 }
 
 // kubectlB runs the built kubectl (usable from benchmarks).

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/dcontroller/dcontroller/pkg/apiserver"
+	"github.com/dcontroller/dcontroller/pkg/view"
+)
+
+// apiServerFlags are the flags of the embedded view API server, shared by
+// dctl start and dctl run.
+type apiServerFlags struct {
+	addr     string
+	mode     string
+	certFile string
+	keyFile  string
+	disable  bool
+}
+
+func (f *apiServerFlags) register(cmd *cobra.Command, defaultAddr string) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.addr, "api-server-addr", defaultAddr, "HOST:PORT the view API server listens on")
+	fs.StringVar(&f.mode, "api-server-mode", string(apiserver.Development),
+		`"development": plain HTTP, no authentication (keep it on loopback); "production": HTTPS with --tls-cert-file/--tls-key-file and bearer-token (JWT) authentication`)
+	fs.StringVar(&f.certFile, "tls-cert-file", "", "PEM certificate the API server serves in production mode (see dctl generate-keys)")
+	fs.StringVar(&f.keyFile, "tls-key-file", "", "PEM private key of --tls-cert-file; it also verifies the bearer tokens")
+	fs.BoolVar(&f.disable, "disable-api-server", false, "do not run the view API server")
+}
+
+// newServer builds the API server for a store, or returns nil when it is
+// disabled. Invalid flag combinations are usage errors.
+func (f *apiServerFlags) newServer(store *view.Store, kinds func() []schema.GroupVersionKind, native bool, log logr.Logger) (*apiserver.Server, error) {
+	if f.disable {
+		return nil, nil
+	}
+	mode := apiserver.Mode(f.mode)
+	switch mode {
+	case apiserver.Development:
+		if f.certFile != "" || f.keyFile != "" {
+			log.Info("--tls-cert-file and --tls-key-file are ignored in development mode")
+		}
+		if host, _, err := net.SplitHostPort(f.addr); err == nil {
+			if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+				log.Info("WARNING: the development-mode API server accepts unauthenticated requests on a non-loopback address", "address", f.addr)
+			}
+		}
+	case apiserver.Production:
+		if f.certFile == "" || f.keyFile == "" {
+			return nil, &exitError{code: 1, err: fmt.Errorf("--api-server-mode=production needs --tls-cert-file and --tls-key-file (make them with dctl generate-keys)")}
+		}
+	default:
+		return nil, &exitError{code: 1, err: fmt.Errorf("--api-server-mode: unknown mode %q (want development or production)", f.mode)}
+	}
+	if _, _, err := net.SplitHostPort(f.addr); err != nil {
+		return nil, &exitError{code: 1, err: fmt.Errorf("--api-server-addr %q: want HOST:PORT: %w", f.addr, err)}
+	}
+	return apiserver.New(apiserver.Options{
+		Addr:             f.addr,
+		Mode:             mode,
+		CertFile:         f.certFile,
+		KeyFile:          f.keyFile,
+		Store:            store,
+		Kinds:            kinds,
+		ServeNativeKinds: native,
+		Logger:           log.WithName("apiserver"),
+	})
+}
+
+// runServer runs srv (when not nil) until ctx ends; for manager.RunnableFunc.
+func runServer(srv *apiserver.Server) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if srv == nil {
+			<-ctx.Done()
+			return nil
+		}
+		return srv.Run(ctx)
+	}
+}
