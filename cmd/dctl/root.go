@@ -34,6 +34,9 @@ controllers whose logic is a pipeline over the objects they watch.`,
 	root.AddCommand(newRunCommand())
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newGenerateKeysCommand())
+	root.AddCommand(newGenerateConfigCommand())
+	root.AddCommand(newGetConfigCommand())
 	root.AddCommand(newRBACCommand())
 	root.AddCommand(newVisualizeCommand())
 	return root

@@ -7,13 +7,16 @@ import (
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/dcontroller/dcontroller/pkg/apiserver"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
 func newStartCommand() *cobra.Command {
 	f := &managerFlags{}
+	af := &apiServerFlags{}
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Run the manager: watch Operator objects in the cluster and run them",
@@ -31,14 +34,15 @@ controllers share one informer per watched kind.`,
 			ctrl.SetLogger(log)
 			ctx, stop := signal.NotifyContext(contextOf(cmd), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runStart(ctx, f)
+			return runStart(ctx, f, af)
 		},
 	}
 	f.register(cmd, ":8080", ":8081")
+	af.register(cmd, ":8443")
 	return cmd
 }
 
-func runStart(ctx context.Context, f *managerFlags) error {
+func runStart(ctx context.Context, f *managerFlags, af *apiServerFlags) error {
 	log := ctrl.Log.WithName("dctl")
 	mgr, rt, err := f.newManager(log)
 	if err != nil {
@@ -50,6 +54,13 @@ func runStart(ctx context.Context, f *managerFlags) error {
 		return err
 	}
 	if err := metacontroller.Setup(ctx, mgr, metacontroller.Options{Logger: log}); err != nil {
+		return err
+	}
+	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), rt), false), false, log)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(runServer(srv))); err != nil {
 		return err
 	}
 	defer rt.Stop()
