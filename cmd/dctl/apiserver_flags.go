@@ -8,8 +8,11 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
 
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/apiserver"
+	"github.com/dcontroller/dcontroller/pkg/operator"
 	"github.com/dcontroller/dcontroller/pkg/view"
 )
 
@@ -81,4 +84,40 @@ func runServer(srv *apiserver.Server) func(context.Context) error {
 		}
 		return srv.Run(ctx)
 	}
+}
+
+// runStandalone runs operators without a cluster: every kind, native ones
+// included, lives in the runtime's in-memory store, and the API server
+// serves the views and the native kinds the operators use, so kubectl can
+// create their inputs and watch their outputs.
+func runStandalone(ctx context.Context, af *apiServerFlags, ops []*opv1a1.Operator) error {
+	log := ctrl.Log.WithName("dctl")
+	names := map[string]bool{}
+	for _, op := range ops {
+		if names[op.Name] {
+			return fmt.Errorf("operator %q is defined twice", op.Name)
+		}
+		names[op.Name] = true
+	}
+	rt := operator.NewRuntime(operator.RuntimeOptions{Logger: log.WithName("runtime")})
+	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.RunningOperators(rt, ops), true), true, log)
+	if err != nil {
+		return err
+	}
+	if srv == nil {
+		log.Info("standalone mode without the API server: nothing can reach the operators' objects")
+	} else {
+		log.Info("standalone mode: the API server is an in-memory development store, not a Kubernetes cluster "+
+			"(no scheduling, no controllers but the operators', no validation of native schemas)", "address", srv.Addr())
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errCh := make(chan error, 1)
+	go func() {
+		err := runServer(srv)(ctx)
+		cancel()
+		errCh <- err
+	}()
+	runOperators(ctx, rt, ops, log)
+	return <-errCh
 }

@@ -7,24 +7,37 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/apiserver"
+	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
 func newRunCommand() *cobra.Command {
 	f := &managerFlags{}
+	af := &apiServerFlags{}
 	var files []string
+	var standalone bool
 	cmd := &cobra.Command{
 		Use:   "run -f OPERATOR.yaml [-f ...]",
 		Short: "Run operators from files in the foreground against a cluster",
 		Long: `run runs the operators in the given files against the cluster in the
 kubeconfig, in the foreground, without the Operator CRD. Controller status
 (readiness, errors, counters) is logged whenever it changes. Stop it with
-Ctrl-C.`,
-		Example: `  dctl run -f examples/pod-container-num-annotator/operator.yaml --kubeconfig ~/.kube/config`,
+Ctrl-C.
+
+The view API server (see docs/apiserver.md) serves the operators' views on
+--api-server-addr. With --standalone no cluster is needed: every kind lives
+in an in-memory development store that the API server also serves for the
+native kinds the operators use, so kubectl can create their inputs. It is
+not a Kubernetes cluster: nothing schedules Pods and native schemas are
+not validated.`,
+		Example: `  dctl run -f examples/pod-container-num-annotator/operator.yaml --kubeconfig ~/.kube/config
+  dctl run --standalone -f examples/pod-container-num-annotator/operator.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ops []*opv1a1.Operator
@@ -39,16 +52,22 @@ Ctrl-C.`,
 			ctrl.SetLogger(log)
 			ctx, stop := signal.NotifyContext(contextOf(cmd), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runRun(ctx, f, ops)
+			if standalone {
+				return runStandalone(ctx, af, ops)
+			}
+			return runRun(ctx, f, af, ops)
 		},
 	}
+	cmd.Flags().BoolVar(&standalone, "standalone", false,
+		"run without a cluster: every kind, native ones included, lives in an in-memory development store served by the API server")
+	af.register(cmd, apiserver.DefaultAddr)
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "operator file (YAML stream of Operator objects); repeatable")
 	_ = cmd.MarkFlagRequired("filename")
 	f.register(cmd, "0", "0")
 	return cmd
 }
 
-func runRun(ctx context.Context, f *managerFlags, ops []*opv1a1.Operator) error {
+func runRun(ctx context.Context, f *managerFlags, af *apiServerFlags, ops []*opv1a1.Operator) error {
 	log := ctrl.Log.WithName("dctl")
 	mgr, rt, err := f.newManager(log)
 	if err != nil {
@@ -61,39 +80,53 @@ func runRun(ctx context.Context, f *managerFlags, ops []*opv1a1.Operator) error 
 		}
 		names[op.Name] = true
 	}
+	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.RunningOperators(rt, ops), false), false, log)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(runServer(srv))); err != nil {
+		return err
+	}
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		for _, op := range ops {
-			rt.Upsert(ctx, op)
-		}
-		last := map[string]string{}
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			for _, op := range ops {
-				st, ok := rt.Status(op.Name, op.Generation)
-				if !ok {
-					continue
-				}
-				for _, cs := range st.Controllers {
-					c := cs.Conditions[0]
-					line := fmt.Sprintf("%s %s %s", c.Status, c.Reason, c.Message)
-					if last[op.Name+"/"+cs.Name] != line {
-						last[op.Name+"/"+cs.Name] = line
-						log.Info("controller status", "operator", op.Name, "controller", cs.Name,
-							"ready", c.Status, "reason", c.Reason, "message", c.Message)
-					}
-				}
-			}
-			select {
-			case <-ctx.Done():
-				rt.Stop()
-				return nil
-			case <-t.C:
-			}
-		}
+		runOperators(ctx, rt, ops, log)
+		return nil
 	}))
 	if err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// runOperators starts the operators on rt, logs each controller's status
+// when it changes, and stops them when ctx ends.
+func runOperators(ctx context.Context, rt *operator.Runtime, ops []*opv1a1.Operator, log logr.Logger) {
+	for _, op := range ops {
+		rt.Upsert(ctx, op)
+	}
+	last := map[string]string{}
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		for _, op := range ops {
+			st, ok := rt.Status(op.Name, op.Generation)
+			if !ok {
+				continue
+			}
+			for _, cs := range st.Controllers {
+				c := cs.Conditions[0]
+				line := fmt.Sprintf("%s %s %s", c.Status, c.Reason, c.Message)
+				if last[op.Name+"/"+cs.Name] != line {
+					last[op.Name+"/"+cs.Name] = line
+					log.Info("controller status", "operator", op.Name, "controller", cs.Name,
+						"ready", c.Status, "reason", c.Reason, "message", c.Message)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			rt.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -54,6 +54,20 @@ func TestREADMEPicture(t *testing.T) {
 	if err != nil || !bytes.Equal(committed, got) {
 		t.Errorf("docs/images/unready-pod-report.mmd is stale (err %v); run make docs-picture", err)
 	}
+	// The SVG needs Graphviz to regenerate; check that it draws this
+	// operator's boxes, and that README shows it.
+	svg, err := os.ReadFile("../../docs/images/unready-pod-report.svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<svg", "operator unready&#45;pod&#45;report", "controller pod&#45;health", "controller namespace&#45;report", "PodHealth", "@gather", "ConfigMap", "Updater"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("docs/images/unready-pod-report.svg lacks %q; run make docs-picture", want)
+		}
+	}
+	if !strings.Contains(string(readme), "](docs/images/unready-pod-report.svg)") {
+		t.Errorf("README.md does not show docs/images/unready-pod-report.svg")
+	}
 }
 
 func TestVisualizeSVGWithoutGraphviz(t *testing.T) {

@@ -134,6 +134,8 @@ type Server struct {
 	openapiV2 *handler.OpenAPIService
 	openapiV3 *handler3.OpenAPIService
 	v3Keys    map[string]bool
+	// legacyRoot serves /api (the group-less core API's versions).
+	legacyRoot http.Handler
 }
 
 // served is the handler state of one resource.
@@ -221,8 +223,8 @@ func New(opts Options) (*Server, error) {
 	legacy := discovery.NewLegacyRootAPIHandler(discovery.DefaultAddresses{DefaultAddress: cfg.ExternalAddress}, metaCodecs, "/api")
 	legacyWrapped := discoveryendpoint.WrapAggregatedDiscoveryToHandler(legacy,
 		generic.AggregatedLegacyDiscoveryGroupManager, generic.AggregatedLegacyDiscoveryGroupManager)
+	s.legacyRoot = legacyWrapped
 	mux.Handle("/api", legacyWrapped)
-	mux.Handle("/api/", legacyWrapped)
 	mux.HandlePrefix("/api/", s)
 
 	s.openapiV2 = handler.NewOpenAPIService(swaggerV2(nil))
@@ -570,6 +572,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		})).ServeHTTP(w, req)
 		return
 	case TargetOther:
+		if req.URL.Path == "/api/" {
+			s.legacyRoot.ServeHTTP(w, req)
+			return
+		}
 		s.notFound(w, req)
 		return
 	}

@@ -160,7 +160,7 @@ func (e *engine) applyChild(ctx context.Context, parent, observed, desired *unst
 		if err := e.client.Update(ctx, u); err != nil {
 			return fmt.Errorf("updating %s %s: %w", u.GetKind(), describe(u), err)
 		}
-		w.add(u)
+		w.update(observed, u)
 		writesTotal.WithLabelValues(e.name, "update").Inc()
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -494,25 +495,62 @@ func (c *composite) call(ctx context.Context, caller hook.Caller, parent *unstru
 	return resp, nil
 }
 
+// maxParallelWrites bounds the child writes of one sync that run at once.
+const maxParallelWrites = 8
+
 // manage converges the children of the given rules: desired children are
 // created or updated (per update method), observed children that are not
-// desired are deleted.
+// desired are deleted. The writes of one sync run in parallel (at most
+// maxParallelWrites at a time).
 func (c *engine) manage(ctx context.Context, parent *unstructured.Unstructured, rules []*childRule, observed, desired childSet, w writes) []error {
-	var errs []error
+	var ops []func(w writes) error
 	for _, rule := range rules {
 		for k, o := range observed[rule.gvk] {
 			if desired.get(rule.gvk, k) == nil {
-				if err := c.deleteChild(ctx, o, w); err != nil {
-					errs = append(errs, err)
-				}
+				ops = append(ops, func(w writes) error { return c.deleteChild(ctx, o, w) })
 			}
 		}
 		for k, d := range desired[rule.gvk] {
-			method := rule.method
-			if err := c.applyChild(ctx, parent, observed.get(rule.gvk, k), d, method, w); err != nil {
-				errs = append(errs, err)
-			}
+			obs, method := observed.get(rule.gvk, k), rule.method
+			ops = append(ops, func(w writes) error { return c.applyChild(ctx, parent, obs, d, method, w) })
 		}
 	}
+	return runParallel(ops, w)
+}
+
+// runParallel runs ops with at most maxParallelWrites at a time and merges
+// their writes into w.
+func runParallel(ops []func(w writes) error, w writes) []error {
+	if len(ops) == 1 {
+		if err := ops[0](w); err != nil {
+			return []error{err}
+		}
+		return nil
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, maxParallelWrites)
+	)
+	for _, op := range ops {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			own := writes{}
+			err := op(own)
+			mu.Lock()
+			defer mu.Unlock()
+			for k, v := range own {
+				w[k] = v
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
 	return errs
 }

@@ -52,6 +52,7 @@ func parseRevision(o *unstructured.Unstructured) *revision {
 			}
 		}
 	}
+	r.dirty = false
 	return r
 }
 
@@ -324,7 +325,7 @@ func (c *composite) syncRolling(ctx context.Context, parent *unstructured.Unstru
 				errs = append(errs, fmt.Errorf("updating ControllerRevision %s: %w", o.GetName(), err))
 				continue
 			}
-			w.add(o)
+			w.update(r.obj, o)
 			writesTotal.WithLabelValues(c.name, "update").Inc()
 		}
 	}

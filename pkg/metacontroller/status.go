@@ -32,6 +32,14 @@ const (
 type writes map[objRef]string
 
 func (w writes) add(o *unstructured.Unstructured) { w[refOf(o)] = o.GetResourceVersion() }
+
+// update records an update of before into after, unless the API server
+// found nothing to change (same resourceVersion: no event will come).
+func (w writes) update(before, after *unstructured.Unstructured) {
+	if after.GetResourceVersion() != before.GetResourceVersion() {
+		w.add(after)
+	}
+}
 func (w writes) deleted(o *unstructured.Unstructured) { w[refOf(o)] = deletedRV }
 
 // writeStatus replaces parent's status with status plus observedGeneration
@@ -58,7 +66,7 @@ func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructu
 	if err := e.updateStatus(ctx, obj); err != nil {
 		return parent, fmt.Errorf("updating the status of %s %s: %w", parent.GetKind(), describe(parent), err)
 	}
-	w.add(obj)
+	w.update(parent, obj)
 	writesTotal.WithLabelValues(e.name, "status").Inc()
 	return obj, nil
 }
@@ -134,7 +142,7 @@ func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructu
 	if uerr := e.updateStatus(ctx, obj); uerr == nil {
 		// Awaited without a follow-up: our own condition write must not
 		// bypass the backoff.
-		w.add(obj)
+		w.update(parent, obj)
 		writesTotal.WithLabelValues(e.name, "status").Inc()
 	} else {
 		e.log.V(1).Info("could not write the failure condition", "parent", pk.String(), "error", uerr.Error())

@@ -75,7 +75,7 @@ func objKey(o *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
 }
 
-func index(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+func indexObjects(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	m := map[string]*unstructured.Unstructured{}
 	for _, o := range objs {
 		m[objKey(o)] = o
@@ -83,7 +83,7 @@ func index(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructu
 	return m
 }
 
-func keys[V any](m map[string]V) []string {
+func objectKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -211,15 +211,15 @@ func TestKustomizeMatchesChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, h := index(decodeStream(t, kust)), index(decodeStream(t, chart))
+	k, h := indexObjects(decodeStream(t, kust)), indexObjects(decodeStream(t, chart))
 	if _, ok := k["Namespace /dcontroller-system"]; !ok {
-		t.Errorf("kustomize renders no Namespace dcontroller-system: %v", keys(k))
+		t.Errorf("kustomize renders no Namespace dcontroller-system: %v", objectKeys(k))
 	}
 	delete(k, "Namespace /dcontroller-system")
-	if !reflect.DeepEqual(keys(k), keys(h)) {
-		t.Fatalf("different objects\nkustomize: %v\nhelm:      %v", keys(k), keys(h))
+	if !reflect.DeepEqual(objectKeys(k), objectKeys(h)) {
+		t.Fatalf("different objects\nkustomize: %v\nhelm:      %v", objectKeys(k), objectKeys(h))
 	}
-	for _, key := range keys(k) {
+	for _, key := range objectKeys(k) {
 		if a, b := normalized(k[key]), normalized(h[key]); !reflect.DeepEqual(a, b) {
 			ja, _ := yaml.Marshal(a)
 			jb, _ := yaml.Marshal(b)
@@ -314,7 +314,7 @@ func TestChartInstall(t *testing.T) {
 			args := containerArgs(t, objs["Deployment "+ns+"/dcontroller-manager"])
 			for _, want := range []string{"start", "--leader-elect", "--leader-election-namespace=" + ns,
 				"--api-server-mode=development", "--api-server-addr=127.0.0.1:8443", "--metrics-addr=:8080"} {
-				if !contains(args, want) {
+				if !hasArg(args, want) {
 					t.Errorf("args %q lack %q", args, want)
 				}
 			}
@@ -357,7 +357,7 @@ func TestChartInstall(t *testing.T) {
 			args := containerArgs(t, objs["Deployment "+ns+"/"+fullname+"-manager"])
 			for _, want := range []string{"--api-server-mode=production", "--api-server-addr=:8443",
 				"--tls-cert-file=/etc/dcontroller/tls/tls.crt", "--tls-key-file=/etc/dcontroller/tls/tls.key"} {
-				if !contains(args, want) {
+				if !hasArg(args, want) {
 					t.Errorf("args %q lack %q", args, want)
 				}
 			}
@@ -385,7 +385,7 @@ func TestChartInstall(t *testing.T) {
 				t.Errorf("deployment %q", d)
 			}
 			// More than one replica always elects a leader.
-			if args := containerArgs(t, objs["Deployment "+ns+"/"+fullname+"-manager"]); !contains(args, "--leader-elect") {
+			if args := containerArgs(t, objs["Deployment "+ns+"/"+fullname+"-manager"]); !hasArg(args, "--leader-elect") {
 				t.Errorf("args %q lack --leader-elect", args)
 			}
 			sm := mustKubectl(t, "", "-n", ns, "get", "servicemonitor", fullname, "-o", "jsonpath={.metadata.labels.release} {.spec.endpoints[0].port}")
@@ -401,7 +401,7 @@ func TestChartInstall(t *testing.T) {
 		args: []string{"--set", "leaderElection.enabled=false", "--set", "apiServer.enabled=false", "--set", "metrics.enabled=false"},
 		check: func(t *testing.T, objs map[string]*unstructured.Unstructured, fullname, ns string) {
 			args := containerArgs(t, objs["Deployment "+ns+"/"+fullname+"-manager"])
-			if contains(args, "--leader-elect") || !contains(args, "--disable-api-server") || !contains(args, "--metrics-addr=0") {
+			if hasArg(args, "--leader-elect") || !hasArg(args, "--disable-api-server") || !hasArg(args, "--metrics-addr=0") {
 				t.Errorf("args %q", args)
 			}
 			for _, k := range []string{"Role " + ns + "/" + fullname + "-leader-election", "Service " + ns + "/" + fullname + "-apiserver", "Service " + ns + "/" + fullname + "-metrics"} {
@@ -418,7 +418,7 @@ func TestChartInstall(t *testing.T) {
 				t.Fatal(err)
 			}
 			objs := decodeStream(t, out)
-			idx := index(objs)
+			idx := indexObjects(objs)
 			fullname := tc.release
 			if !strings.Contains(tc.release, "dcontroller") {
 				fullname = tc.release + "-dcontroller"
@@ -435,7 +435,7 @@ func TestChartInstall(t *testing.T) {
 	}
 }
 
-func contains(list []string, s string) bool {
+func hasArg(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
 			return true
@@ -469,45 +469,13 @@ func checkDctlFlags(t *testing.T, args []string) {
 	}
 }
 
-var (
-	dctlPath  string
-	startHelp string
-)
-
-// dctlBinary builds dctl once per test run and returns its path.
-func dctlBinary(t *testing.T) string {
-	t.Helper()
-	if dctlPath != "" {
-		return dctlPath
-	}
-	// Next to the suite's kubeconfig, in a directory TestMain removes.
-	bin := filepath.Join(filepath.Dir(kubeconfig), "dctl")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/dctl")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/dctl: %v\n%s", err, out)
-	}
-	dctlPath = bin
-	return bin
-}
-
-// dctl runs the built dctl and returns its stdout.
-func dctl(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(dctlBinary(t), args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("dctl %s: %v: %s", strings.Join(args, " "), err, errb.String())
-	}
-	return out.String(), nil
-}
+var startHelp string
 
 // dctlStartHelp returns `dctl start --help`.
 func dctlStartHelp(t *testing.T) string {
 	t.Helper()
 	if startHelp == "" {
-		out, err := dctl(t, "start", "--help")
+		out, err := runDctl(t, "start", "--help")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -556,7 +524,7 @@ func TestChartRulesMatchCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx := index(decodeStream(t, out))
+	idx := indexObjects(decodeStream(t, out))
 	for key, want := range map[string][]rbacv1.PolicyRule{
 		"ClusterRole /dcontroller-manager":                    rbac.ManagerRules(),
 		"ClusterRole /dcontroller-operators":                  rbac.FullRules(),
@@ -576,4 +544,62 @@ func TestChartRulesMatchCode(t *testing.T) {
 			t.Errorf("%s rules\n got %v\nwant %v", key, got, want)
 		}
 	}
+}
+
+// TestHelmInstallUpgradeUninstall installs the chart on the control plane
+// with helm itself, moves it to rbac.mode=scoped with the values dctl rbac
+// prints, and uninstalls it.
+func TestHelmInstallUpgradeUninstall(t *testing.T) {
+	const ns, release = "helm-real", "dcontroller-real"
+	out, err := helm(t, "install", release, "charts/dcontroller", "--kubeconfig", kubeconfig,
+		"--namespace", ns, "--create-namespace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"STATUS: deployed", "RBAC mode: full.", "kubectl -n helm-real port-forward deployment/dcontroller-real-manager 8443:8443"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("helm install output lacks %q:\n%s", want, out)
+		}
+	}
+	if rules := mustKubectl(t, "", "get", "clusterrole", release+"-operators", "-o", "jsonpath={.rules}"); rules != `[{"apiGroups":["*"],"resources":["*"],"verbs":["*"]}]` {
+		t.Errorf("rules after install: %s", rules)
+	}
+
+	values, err := runDctl(t, "rbac", "-f", filepath.Join(repoRoot, "examples", "unready-pod-report", "operator.yaml"), "--kubeconfig", kubeconfig, "-o", "values")
+	if err != nil {
+		t.Fatal(err)
+	}
+	valuesFile := filepath.Join(t.TempDir(), "rbac-values.yaml")
+	if err := os.WriteFile(valuesFile, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = helm(t, "upgrade", release, "charts/dcontroller", "--kubeconfig", kubeconfig, "--namespace", ns,
+		"--reuse-values", "-f", valuesFile, "--set", "apiServer.mode=production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"REVISION: 2", "RBAC mode: scoped.", "dctl rbac -f OPERATOR.yaml -o values", "View API server (production: HTTPS + JWT)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("helm upgrade output lacks %q:\n%s", want, out)
+		}
+	}
+	rules := mustKubectl(t, "", "get", "clusterrole", release+"-operators", "-o", "jsonpath={range .rules[*]}{.resources[0]}:{.verbs}{\"\\n\"}{end}")
+	want := "configmaps:[\"get\",\"list\",\"watch\",\"create\",\"update\",\"delete\"]\npods:[\"get\",\"list\",\"watch\"]\n"
+	if rules != want {
+		t.Errorf("rules after the scoped upgrade:\n%s\nwant:\n%s", rules, want)
+	}
+	if mode := mustKubectl(t, "", "-n", ns, "get", "deployment", release+"-manager", "-o", "jsonpath={.spec.template.spec.containers[0].args}"); !strings.Contains(mode, "--api-server-mode=production") {
+		t.Errorf("args after the upgrade: %s", mode)
+	}
+
+	if _, err := helm(t, "uninstall", release, "--kubeconfig", kubeconfig, "--namespace", ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []string{"clusterrole/" + release + "-operators", "clusterrole/" + release + "-manager"} {
+		if _, err := kubectl(t, "", "get", obj); err == nil || !strings.Contains(err.Error(), "NotFound") {
+			t.Errorf("%s after uninstall: %v", obj, err)
+		}
+	}
+	// Helm never deletes CRDs: the Operators of the cluster survive an uninstall.
+	mustKubectl(t, "", "get", "crd", "operators.dcontroller.io")
 }

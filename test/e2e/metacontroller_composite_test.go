@@ -94,7 +94,7 @@ data: {value: old, keep: me}
 `, "apply", "-f", "-")
 	startManager(t)
 	h1 := newHookServer(t, bundleHook(""))
-	mustKubectl(t, fmt.Sprintf(bundleCC, h1.URL), "apply", "-f", "-")
+	applyMC(t, fmt.Sprintf(bundleCC, h1.URL))
 	mustKubectl(t, bundleYAML("{a: '1', b: '2'}"), "apply", "-f", "-")
 
 	eventually(t, 30*time.Second, func() string {
@@ -161,7 +161,7 @@ data: {value: old, keep: me}
 
 	// A new webhook URL takes effect without a restart.
 	h2 := newHookServer(t, bundleHook("-v2"))
-	mustKubectl(t, fmt.Sprintf(bundleCC, h2.URL), "apply", "-f", "-")
+	applyMC(t, fmt.Sprintf(bundleCC, h2.URL))
 	eventually(t, 30*time.Second, func() string {
 		if v, _ := cmData(t, ns, "bundle1-a", "value"); v != "10-v2" {
 			return "bundle1-a value " + v

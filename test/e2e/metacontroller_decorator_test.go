@@ -98,7 +98,7 @@ func TestMetacontrollerDecoratorServicePerPod(t *testing.T) {
 		}
 		return map[string]any{"attachments": services, "labels": map[string]any{"decorated": "service-per-pod"}}
 	})
-	mustKubectl(t, fmt.Sprintf(servicePerPodDC, h.URL), "apply", "-f", "-")
+	applyMC(t, fmt.Sprintf(servicePerPodDC, h.URL))
 	mustKubectl(t, statefulSetYAML(3, true), "apply", "-f", "-")
 
 	services := func() []string {

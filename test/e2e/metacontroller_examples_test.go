@@ -38,7 +38,7 @@ func TestMetacontrollerMigrationGuide(t *testing.T) {
 	mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/podservices.examples.dcontroller.io")
 	webhook := strings.Replace(readExample(t, "metacontroller-podservice", "controller.yaml"),
 		"http://podservice-hook.metacontroller", base, 1)
-	mustKubectl(t, webhook, "apply", "-f", "-")
+	applyMC(t, webhook)
 	mustKubectl(t, readExample(t, "metacontroller-podservice", "podservice.yaml"), "-n", ns, "apply", "-f", "-")
 
 	converged := func(name, image string) func() string {
@@ -69,7 +69,7 @@ func TestMetacontrollerMigrationGuide(t *testing.T) {
 
 	// Step 4: replace the webhook controller by the pipeline one.
 	mustKubectl(t, "", "delete", "compositecontroller", "podservice-controller")
-	mustKubectl(t, readExample(t, "metacontroller-podservice-pipeline", "controller.yaml"), "apply", "-f", "-")
+	applyMC(t, readExample(t, "metacontroller-podservice-pipeline", "controller.yaml"))
 	mustKubectl(t, strings.Replace(readExample(t, "metacontroller-podservice-pipeline", "podservice.yaml"), "name: web", "name: api", 1),
 		"-n", ns, "apply", "-f", "-")
 	eventually(t, 30*time.Second, converged("api", "nginx:1.27"))

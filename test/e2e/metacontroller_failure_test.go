@@ -111,7 +111,7 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 		})
 	}))
 	t.Cleanup(srv.Close)
-	mustKubectl(t, fmt.Sprintf(flakyCC, srv.URL), "apply", "-f", "-")
+	applyMC(t, fmt.Sprintf(flakyCC, srv.URL))
 	mustKubectl(t, flakyYAML("1"), "apply", "-f", "-")
 	eventually(t, 30*time.Second, func() string {
 		if v, err := cmData(t, ns, "f-data", "v"); err != nil || v != "1" {

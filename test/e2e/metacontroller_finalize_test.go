@@ -130,7 +130,7 @@ stringData: {token: s3cret}
 `, ns, indent(caPEM, "    "))
 	mustKubectl(t, secrets, "apply", "-f", "-")
 	startManager(t)
-	mustKubectl(t, fmt.Sprintf(teardownCC, srv.URL), "apply", "-f", "-")
+	applyMC(t, fmt.Sprintf(teardownCC, srv.URL))
 	mustKubectl(t, `apiVersion: e2e.dcontroller.io/v1
 kind: Stack
 metadata: {name: app, namespace: e2e-mc-finalize}

@@ -145,3 +145,12 @@ func stable(t *testing.T, h *hookServer, d time.Duration) {
 }
 
 func isNotFound(err error) bool { return err != nil && strings.Contains(err.Error(), "not found") }
+
+// applyMC applies CompositeController/DecoratorController manifests and
+// deletes them when the test ends, so that no controller outlives its test
+// (and its hook server).
+func applyMC(t *testing.T, manifests string) {
+	t.Helper()
+	mustKubectl(t, manifests, "apply", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectl(t, manifests, "delete", "--ignore-not-found", "--wait=false", "-f", "-") })
+}

@@ -102,7 +102,7 @@ func TestMetacontrollerPythonPodService(t *testing.T) {
 	installCRD(t, "PodService", "podservices", "Namespaced")
 	mustKubectl(t, "", "create", "namespace", ns)
 	startManager(t)
-	mustKubectl(t, fmt.Sprintf(podServiceCC, base), "apply", "-f", "-")
+	applyMC(t, fmt.Sprintf(podServiceCC, base))
 	mustKubectl(t, podServiceYAML("nginx:1.25"), "apply", "-f", "-")
 
 	check := func(image string) func() string {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -82,7 +83,7 @@ func TestMetacontrollerConfigMapPropagation(t *testing.T) {
 		}
 		return customize(req)
 	})
-	mustKubectl(t, fmt.Sprintf(propagationCC, h.URL), "apply", "-f", "-")
+	applyMC(t, fmt.Sprintf(propagationCC, h.URL))
 	mustKubectl(t, `apiVersion: e2e.dcontroller.io/v1
 kind: ConfigMapPropagation
 metadata:
@@ -135,4 +136,58 @@ spec:
 	})
 	eventually(t, 30*time.Second, copies("green"))
 	stable(t, h, 2*time.Second)
+}
+
+// TestMetacontrollerRelatedNamespaceSelector: a related rule with names and
+// a namespaceSelector selects the named objects of the namespaces whose
+// labels match; labelling another namespace resyncs the parent.
+func TestMetacontrollerRelatedNamespaceSelector(t *testing.T) {
+	installCRD(t, "Census", "censuses", "Cluster")
+	for _, ns := range []string{"e2e-mc-nsa", "e2e-mc-nsb"} {
+		mustKubectl(t, "", "create", "namespace", ns)
+		mustKubectl(t, "", "-n", ns, "create", "configmap", "owner", "--from-literal=team="+ns)
+	}
+	mustKubectl(t, "", "label", "namespace", "e2e-mc-nsa", "census=yes")
+	startManager(t)
+	h := newHookServer(t, func(req map[string]any) any {
+		if _, ok := req["children"]; !ok {
+			return map[string]any{"relatedResources": []any{map[string]any{
+				"apiVersion": "v1", "resource": "configmaps", "names": []any{"owner"},
+				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"census": "yes"}},
+			}}}
+		}
+		related, _ := path(req, "related").(map[string]any)["ConfigMap.v1"].(map[string]any)
+		var keys []string
+		for k := range related {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return map[string]any{"status": map[string]any{"counted": strings.Join(keys, ",")}}
+	})
+	applyMC(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: census}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: e2e.dcontroller.io/v1, resource: censuses}
+  hooks:
+    customize: {webhook: {url: %[1]s}}
+    sync: {webhook: {url: %[1]s}}
+`, h.URL))
+	mustKubectl(t, "apiVersion: e2e.dcontroller.io/v1\nkind: Census\nmetadata: {name: all}\n", "apply", "-f", "-")
+	counted := func(want string) func() string {
+		return func() string {
+			p, err := getObj(t, "e2e.dcontroller.io/v1", "Census", "", "all")
+			if err != nil {
+				return err.Error()
+			}
+			if got := str(path(p.Object, "status.counted")); got != want {
+				return "counted " + got
+			}
+			return ""
+		}
+	}
+	eventually(t, 30*time.Second, counted("e2e-mc-nsa/owner"))
+	mustKubectl(t, "", "label", "namespace", "e2e-mc-nsb", "census=yes")
+	eventually(t, 30*time.Second, counted("e2e-mc-nsa/owner,e2e-mc-nsb/owner"))
 }

@@ -29,7 +29,7 @@ func TestMetacontrollerResync(t *testing.T) {
 		}
 		return map[string]any{}
 	})
-	mustKubectl(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+	applyMC(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
 metadata: {name: ticker-period}
 spec:
@@ -61,7 +61,7 @@ spec:
   parentResource: {apiVersion: e2e.dcontroller.io/v1, resource: nosuchthings}
   hooks:
     sync: {webhook: {url: %[1]s}}
-`, h.URL), "apply", "-f", "-")
+`, h.URL))
 	for _, mode := range []string{"period", "after", "none"} {
 		mustKubectl(t, fmt.Sprintf("apiVersion: e2e.dcontroller.io/v1\nkind: Ticker\nmetadata: {name: %s, namespace: %s, labels: {mode: %s}}\n", mode, ns, mode), "apply", "-f", "-")
 	}

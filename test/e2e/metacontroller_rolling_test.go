@@ -71,7 +71,7 @@ func TestMetacontrollerRollingRecreate(t *testing.T) {
 	mustKubectl(t, "", "create", "namespace", ns)
 	stop := startManager(t)
 	h := newHookServer(t, rollSetHook)
-	mustKubectl(t, fmt.Sprintf(rollSetCC, h.URL), "apply", "-f", "-")
+	applyMC(t, fmt.Sprintf(rollSetCC, h.URL))
 	mustKubectl(t, rollSetYAML("v1"), "apply", "-f", "-")
 
 	versions := func() string {

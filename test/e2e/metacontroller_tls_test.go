@@ -131,7 +131,7 @@ metadata: {name: hook-basic, namespace: %[1]s}
 stringData: {username: hook-user, password: hook-pass}
 `, ns, indent(string(pki.caPEM), "    "), indent(string(pki.clientCert), "    "), indent(string(pki.clientKey), "    ")), "apply", "-f", "-")
 	startManager(t)
-	mustKubectl(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+	applyMC(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
 metadata: {name: secure-controller}
 spec:
@@ -151,7 +151,7 @@ spec:
   hooks:
     sync:
       webhook: {url: %[3]s/sync}
-`, host, ns, srv.URL), "apply", "-f", "-")
+`, host, ns, srv.URL))
 	mustKubectl(t, "apiVersion: e2e.dcontroller.io/v1\nkind: SecureThing\nmetadata: {name: s1, namespace: "+ns+"}\n", "apply", "-f", "-")
 	eventually(t, 30*time.Second, func() string {
 		if v, err := cmData(t, ns, "s1-secure", "tls"); err != nil || v != "mutual" {

@@ -99,7 +99,7 @@ func TestScopedRBAC(t *testing.T) {
 	annotatorFile := filepath.Join(repoRoot, "examples", "pod-container-num-annotator", "operator.yaml")
 
 	// The rules for the annotator, with the cluster's API discovery.
-	values, err := dctl(t, "rbac", "-f", annotatorFile, "--kubeconfig", kubeconfig, "-o", "values")
+	values, err := runDctl(t, "rbac", "-f", annotatorFile, "--kubeconfig", kubeconfig, "-o", "values")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestScopedRBAC(t *testing.T) {
 	if err := os.WriteFile(opFile, []byte(forbiddenOperator), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	grant, err := dctl(t, "rbac", "-f", opFile, "--kubeconfig", kubeconfig, "--name", "pod-configmaps",
+	grant, err := runDctl(t, "rbac", "-f", opFile, "--kubeconfig", kubeconfig, "--name", "pod-configmaps",
 		"--service-account", ns+":dcontroller-rbac")
 	if err != nil {
 		t.Fatal(err)

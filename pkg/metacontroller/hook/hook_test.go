@@ -100,7 +100,7 @@ func TestWebhookFailures(t *testing.T) {
 		},
 		reason: ReasonInvalidResponse, errPart: `unknown field "childs"`,
 	}, {
-		name:    "timeout",
+		name: "timeout",
 		handler: func(_ http.ResponseWriter, r *http.Request) {
 			_, _ = io.ReadAll(r.Body)
 			select {

@@ -80,8 +80,8 @@ func TestCompositeRequestRoundTrip(t *testing.T) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "metacontroller.k8s.io/v1alpha1", Kind: "CompositeController"},
 		ObjectMeta: metav1.ObjectMeta{Name: "podservice"},
 		Spec: mcv1a1.CompositeControllerSpec{
-			ParentResource: mcv1a1.CompositeControllerParentResourceRule{ResourceRule: mcv1a1.ResourceRule{APIVersion: "example.com/v1", Resource: "podservices"}},
-			ChildResources: []mcv1a1.CompositeControllerChildResourceRule{{ResourceRule: mcv1a1.ResourceRule{APIVersion: "v1", Resource: "pods"}}},
+			ParentResource:   mcv1a1.CompositeControllerParentResourceRule{ResourceRule: mcv1a1.ResourceRule{APIVersion: "example.com/v1", Resource: "podservices"}},
+			ChildResources:   []mcv1a1.CompositeControllerChildResourceRule{{ResourceRule: mcv1a1.ResourceRule{APIVersion: "v1", Resource: "pods"}}},
 			GenerateSelector: ptr.To(true),
 			Hooks: &mcv1a1.CompositeControllerHooks{Sync: &mcv1a1.Hook{
 				Version: ptr.To(mcv1a1.HookVersionV2),

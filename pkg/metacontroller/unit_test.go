@@ -1,0 +1,199 @@
+package metacontroller
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/apply"
+)
+
+func u(apiVersion, kind, ns, name, rv string) *unstructured.Unstructured {
+	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind,
+		"metadata": map[string]any{"name": name}}}
+	if ns != "" {
+		o.SetNamespace(ns)
+	}
+	o.SetResourceVersion(rv)
+	return o
+}
+
+func TestExpectations(t *testing.T) {
+	pk := parentKey{gvk: schema.GroupVersionKind{Version: "v1", Kind: "P"}}
+	pk.Name = "p"
+	a1, a2, b := u("v1", "ConfigMap", "ns", "a", "1"), u("v1", "ConfigMap", "ns", "a", "2"), u("v1", "ConfigMap", "ns", "b", "7")
+	e := newExpectations()
+
+	// No expectations: every event syncs.
+	if !e.observe(pk, a1, false) {
+		t.Fatal("an event without expectations must sync")
+	}
+	// Events that arrive while the sync runs are matched at finish.
+	e.begin(pk)
+	if e.observe(pk, a2, false) {
+		t.Fatal("no sync while the sync runs")
+	}
+	resync, waiting := e.finish(pk, map[objRef]string{refOf(a2): "2", refOf(b): deletedRV}, true)
+	if resync || !waiting || !e.pending(pk) {
+		t.Fatalf("b's deletion is still awaited: resync=%v waiting=%v", resync, waiting)
+	}
+	if e.observe(pk, b, true) != true {
+		t.Fatal("the last awaited event must trigger the follow-up")
+	}
+	if e.pending(pk) {
+		t.Fatal("expectations met")
+	}
+
+	// Without a follow-up, meeting the expectations syncs nothing...
+	e.begin(pk)
+	resync, _ = e.finish(pk, map[objRef]string{refOf(a2): "3"}, false)
+	if resync {
+		t.Fatal("nothing observed yet")
+	}
+	a3 := u("v1", "ConfigMap", "ns", "a", "3")
+	if e.observe(pk, a3, false) {
+		t.Fatal("own write without follow-up must not sync")
+	}
+	// ...unless something else happened meanwhile, or a sync was skipped.
+	e.begin(pk)
+	_, _ = e.finish(pk, map[objRef]string{refOf(a2): "4"}, false)
+	if !e.pending(pk) {
+		t.Fatal("want pending")
+	}
+	if !e.observe(pk, u("v1", "ConfigMap", "ns", "a", "4"), false) {
+		t.Fatal("a sync skipped while waiting must happen when the wait ends")
+	}
+	// Everything already observed at finish: follow-up right away.
+	e.begin(pk)
+	e.observe(pk, u("v1", "ConfigMap", "ns", "a", "5"), false)
+	if resync, waiting := e.finish(pk, map[objRef]string{refOf(a2): "5"}, true); !resync || waiting {
+		t.Fatalf("resync=%v waiting=%v", resync, waiting)
+	}
+}
+
+func TestParseDesired(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	ns := schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
+	rules := map[schema.GroupVersionKind]*childRule{
+		cm: {resource: resource{gvk: cm, namespaced: true}},
+		ns: {resource: resource{gvk: ns}},
+	}
+	parent := u("e2e/v1", "P", "home", "p", "1")
+	for _, tc := range []struct {
+		items      string
+		namespaced bool
+		err        string
+	}{
+		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`, true, ""},
+		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"home"}}`, true, ""},
+		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"other"}}`, true, `children[0].metadata.namespace: "other" differs from the parent's namespace "home"`},
+		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`, false, "children[0].metadata.namespace: required"},
+		{`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}`, true, "children[0]: /v1, Kind=Secret is not a declared child resource"},
+		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}`, true, "children[0].metadata.name: required"},
+		{`{"kind":"ConfigMap","metadata":{"name":"a"}}`, true, "children[0]: apiVersion and kind are required"},
+		{`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}}`, true, "children[0]: a namespaced parent cannot own the cluster-scoped Namespace"},
+		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}},{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`, true, "children[1]: duplicate ConfigMap home/a"},
+	} {
+		var items []map[string]any
+		if err := decodeJSON("["+tc.items+"]", &items); err != nil {
+			t.Fatal(err)
+		}
+		p := parent
+		if !tc.namespaced {
+			p = u("e2e/v1", "P", "", "p", "1")
+		}
+		set, err := parseDesired(p, tc.namespaced, rules, items, "children")
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.items, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want %q", tc.items, err, tc.err)
+		case tc.err == "" && set.list()[0].GetNamespace() != "home":
+			t.Errorf("%s: namespace not defaulted", tc.items)
+		}
+	}
+}
+
+func TestPassesChecks(t *testing.T) {
+	child := u("v1", "Pod", "ns", "p", "1")
+	child.Object["status"] = map[string]any{"conditions": []any{
+		map[string]any{"type": "Ready", "status": "True", "reason": "Up"},
+		map[string]any{"type": "Synced", "status": "False"},
+	}}
+	for _, tc := range []struct {
+		checks []mcv1a1.StatusConditionCheck
+		want   bool
+	}{
+		{nil, true},
+		{[]mcv1a1.StatusConditionCheck{{Type: "Ready"}}, true},
+		{[]mcv1a1.StatusConditionCheck{{Type: "Ready", Status: ptr.To("True")}}, true},
+		{[]mcv1a1.StatusConditionCheck{{Type: "Ready", Status: ptr.To("True"), Reason: ptr.To("Up")}}, true},
+		{[]mcv1a1.StatusConditionCheck{{Type: "Ready", Reason: ptr.To("Down")}}, false},
+		{[]mcv1a1.StatusConditionCheck{{Type: "Synced", Status: ptr.To("True")}}, false},
+		{[]mcv1a1.StatusConditionCheck{{Type: "Ready"}, {Type: "Missing"}}, false},
+	} {
+		if got := passesChecks(child, tc.checks); got != tc.want {
+			t.Errorf("%+v: %v, want %v", tc.checks, got, tc.want)
+		}
+	}
+}
+
+func TestRevisionHelpers(t *testing.T) {
+	parent := u("e2e/v1", "P", "ns", "p", "1")
+	parent.Object["spec"] = map[string]any{"replicas": int64(3), "template": map[string]any{"v": "2"}}
+	patch := parentPatch(parent, []string{"spec.template", "spec.missing"})
+	if !equalJSON(patch, map[string]any{"spec": map[string]any{"template": map[string]any{"v": "2"}}}) {
+		t.Fatalf("patch %v", patch)
+	}
+	old := atRevision(parent, []string{"spec.template"}, map[string]any{"spec": map[string]any{"template": map[string]any{"v": "1"}}})
+	if v, _, _ := unstructured.NestedString(old.Object, "spec", "template", "v"); v != "1" {
+		t.Errorf("old revision template %v", old.Object["spec"])
+	}
+	if r, _, _ := unstructured.NestedInt64(old.Object, "spec", "replicas"); r != 3 {
+		t.Error("fields outside the revision paths must stay")
+	}
+	if v, _, _ := unstructured.NestedString(parent.Object, "spec", "template", "v"); v != "2" {
+		t.Error("atRevision modified the parent")
+	}
+
+	rev := u("metacontroller.k8s.io/v1alpha1", "ControllerRevision", "ns", "r", "1")
+	rev.Object["children"] = []any{map[string]any{"apiGroup": "", "kind": "Pod", "names": []any{"b", "a"}}}
+	r := parseRevision(rev)
+	a := childID{schema.GroupKind{Kind: "Pod"}, "a"}
+	if !r.has(a) || r.dirty {
+		t.Fatal("parse")
+	}
+	r.remove(a)
+	r.add(childID{schema.GroupKind{Group: "apps", Kind: "StatefulSet"}, "s"})
+	out := r.render()
+	if !equalJSON(out.Object["children"], []any{
+		map[string]any{"apiGroup": "", "kind": "Pod", "names": []any{"b"}},
+		map[string]any{"apiGroup": "apps", "kind": "StatefulSet", "names": []any{"s"}},
+	}) || !r.dirty {
+		t.Errorf("render %v", out.Object["children"])
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	a, b := u("v1", "ConfigMap", "ns", "a", "1"), u("v1", "ConfigMap", "ns", "b", "1")
+	f1 := fingerprint("x", []*unstructured.Unstructured{a, b})
+	if f2 := fingerprint("x", []*unstructured.Unstructured{b}, []*unstructured.Unstructured{a}); f1 != f2 {
+		t.Error("the fingerprint depends on order")
+	}
+	if fingerprint("y", []*unstructured.Unstructured{a, b}) == f1 {
+		t.Error("flags ignored")
+	}
+	b2 := u("v1", "ConfigMap", "ns", "b", "2")
+	if fingerprint("x", []*unstructured.Unstructured{a, b2}) == f1 {
+		t.Error("resourceVersion ignored")
+	}
+}
+
+func decodeJSON(s string, out any) error { return json.Unmarshal([]byte(s), out) }
+
+func equalJSON(a, b any) bool { return apply.Equal(a, b) }
