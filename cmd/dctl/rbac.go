@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -15,7 +18,9 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
+	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/operator"
 	"github.com/dcontroller/dcontroller/pkg/rbac"
 )
 
@@ -33,7 +38,7 @@ func newRBACCommand() *cobra.Command {
 	o := &rbacOptions{}
 	cmd := &cobra.Command{
 		Use:   "rbac -f OPERATOR.yaml [-f ...]",
-		Short: "Print the least-privilege RBAC rules the manager needs for the given operators",
+		Short: "Print the least-privilege RBAC rules the manager needs for the given operators and controllers",
 		Long: `rbac prints a ClusterRole, and a Role for each namespace a source is
 restricted to, that grant exactly the verbs the manager needs to run the
 given operators:
@@ -44,7 +49,17 @@ given operators:
   Applier target            get, list, watch, patch (server-side apply)
   target whose output sets status: <resource>/status update (Updater) or patch
 
-Views and OneShot sources need nothing. Each rule is explained by a comment.
+Views and OneShot sources need nothing. The files may also hold
+Metacontroller-style CompositeControllers and DecoratorControllers:
+
+  parent / decorated resource   get, list, watch, update, patch; /status update;
+                                /finalizers update (children's owner references)
+  child / attachment resource   get, list, watch, create, update, patch, delete
+  Secret or ConfigMap of a webhook's caBundle, authorization, basicAuth or
+  clientTLS                     get on that object only (a Role)
+
+The related resources of a customize hook are chosen at run time and are
+not included (a warning says so). Each rule is explained by a comment.
 The manager's own permissions (Operator objects, their status, Events) are
 not included: the Helm chart and config/rbac grant them.
 
@@ -93,19 +108,17 @@ func runRBAC(o *rbacOptions, stdout, stderr io.Writer) error {
 	for _, u := range o.users {
 		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: u})
 	}
-	var ops []*opv1a1.Operator
+	var in rbac.Input
 	for _, f := range o.files {
-		loaded, err := readOperators(f)
-		if err != nil {
+		if err := readControllers(f, &in); err != nil {
 			return err
 		}
-		ops = append(ops, loaded...)
 	}
 	mapper, err := o.restMapper(stderr)
 	if err != nil {
 		return err
 	}
-	rules, err := rbac.Compute(ops, rbac.Options{Mapper: mapper})
+	rules, err := rbac.ComputeInput(in, rbac.Options{Mapper: mapper})
 	if err != nil {
 		return err
 	}
@@ -120,11 +133,17 @@ func runRBAC(o *rbacOptions, stdout, stderr io.Writer) error {
 		_, err = stdout.Write(b)
 		return err
 	}
-	names := make([]string, len(ops))
-	for i, op := range ops {
-		names[i] = op.Name
+	var names []string
+	for _, op := range in.Operators {
+		names = append(names, "operator "+op.Name)
 	}
-	fmt.Fprintf(stdout, "# RBAC for operators %s, by dctl rbac.\n", strings.Join(names, ", "))
+	for _, cc := range in.Composites {
+		names = append(names, "CompositeController "+cc.Name)
+	}
+	for _, dc := range in.Decorators {
+		names = append(names, "DecoratorController "+dc.Name)
+	}
+	fmt.Fprintf(stdout, "# RBAC for %s, by dctl rbac.\n", strings.Join(names, ", "))
 	if err := rules.Explain(stdout); err != nil {
 		return err
 	}
@@ -133,6 +152,60 @@ func runRBAC(o *rbacOptions, stdout, stderr io.Writer) error {
 		Subjects: subjects,
 		Labels:   map[string]string{"app.kubernetes.io/part-of": "dcontroller"},
 	}))
+}
+
+// readControllers adds the Operators, CompositeControllers and
+// DecoratorControllers of a YAML or JSON stream to in; unknown fields and
+// other kinds are errors.
+func readControllers(path string, in *rbac.Input) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	objs, err := operator.DecodeObjects(fh)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(objs) == 0 {
+		return fmt.Errorf("%s: no Operator, CompositeController or DecoratorController found", path)
+	}
+	strict := func(raw []byte, into any) error {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		return dec.Decode(into)
+	}
+	for i, obj := range objs {
+		where := fmt.Sprintf("%s: object %d (%s %s)", path, i+1, obj.GetKind(), obj.GetName())
+		raw, err := json.Marshal(obj.Object)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		gvk := obj.GroupVersionKind()
+		switch {
+		case gvk.GroupVersion() == opv1a1.GroupVersion && gvk.Kind == "Operator":
+			ops, err := operator.DecodeOperators(bytes.NewReader(raw))
+			if err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			in.Operators = append(in.Operators, ops...)
+		case gvk.GroupVersion() == mcv1a1.GroupVersion && gvk.Kind == "CompositeController":
+			cc := &mcv1a1.CompositeController{}
+			if err := strict(raw, cc); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			in.Composites = append(in.Composites, cc)
+		case gvk.GroupVersion() == mcv1a1.GroupVersion && gvk.Kind == "DecoratorController":
+			dc := &mcv1a1.DecoratorController{}
+			if err := strict(raw, dc); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			in.Decorators = append(in.Decorators, dc)
+		default:
+			return fmt.Errorf("%s: dctl rbac takes Operator (%s), CompositeController and DecoratorController (%s) objects", where, opv1a1.GroupVersion, mcv1a1.GroupVersion)
+		}
+	}
+	return nil
 }
 
 // restMapper returns a discovery-backed RESTMapper, or nil to name resources

@@ -13,7 +13,7 @@ func TestRBACOffline(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	want := `# RBAC for operators service-endpoints, unready-pod-report, by dctl rbac.
+	want := `# RBAC for operator service-endpoints, operator unready-pod-report, by dctl rbac.
 # service-endpoints/service-endpoints spec.controllers[0].sources[0] (Watcher source): services: get, list, watch
 # service-endpoints/service-endpoints spec.controllers[0].sources[1] (Watcher source): pods: get, list, watch
 # unready-pod-report/pod-health spec.controllers[0].sources[0] (Watcher source): pods: get, list, watch
@@ -168,5 +168,67 @@ func TestRBACErrors(t *testing.T) {
 				t.Errorf("stderr lacks %q: %s", tc.want, stderr.String())
 			}
 		})
+	}
+}
+
+func TestRBACMetacontroller(t *testing.T) {
+	file := writeFile(t, "mc.yaml", `apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: bluegreen}
+spec:
+  parentResource: {apiVersion: ctl.example.com/v1, resource: bluegreendeployments}
+  childResources:
+    - {apiVersion: v1, resource: services}
+    - {apiVersion: apps/v1, resource: replicasets}
+  hooks:
+    sync:
+      webhook:
+        url: https://hooks.example.com/sync
+        caBundle: {secretRef: {name: hook-ca, namespace: hooks}}
+    customize:
+      webhook: {url: https://hooks.example.com/customize}
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: {name: service-per-pod}
+spec:
+  resources: [{apiVersion: apps/v1, resource: statefulsets}]
+  attachments: [{apiVersion: v1, resource: services}]
+  hooks:
+    sync: {webhook: {url: http://hooks.example.com/sps}}
+`)
+	var stdout, stderr bytes.Buffer
+	if code := Execute([]string{"rbac", "--offline", "-f", file, "-f", annotator + "operator.yaml"}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"# RBAC for operator pod-container-num-annotator, CompositeController bluegreen, DecoratorController service-per-pod, by dctl rbac.\n",
+		"# bluegreen/CompositeController spec.parentResource (parent): bluegreendeployments.ctl.example.com: get, list, watch, update, patch\n",
+		"# bluegreen/CompositeController spec.parentResource (owner of children with blockOwnerDeletion): bluegreendeployments.ctl.example.com/finalizers: update\n",
+		"# bluegreen/CompositeController spec.childResources[1] (child): replicasets.apps: get, list, watch, create, update, patch, delete\n",
+		"# bluegreen/CompositeController spec.hooks.sync.webhook.caBundle.secretRef (webhook connection setting): secrets \"hook-ca\" in namespace hooks: get\n",
+		"# service-per-pod/DecoratorController spec.resources[0] (parent): statefulsets.apps: get, list, watch, update, patch\n",
+		"# warning: CompositeController bluegreen: the related resources of the customize hook are chosen at run time",
+		"- apiGroups:\n  - apps\n  resources:\n  - statefulsets/status\n  verbs:\n  - update\n",
+		"kind: Role\nmetadata:\n  labels:\n    app.kubernetes.io/part-of: dcontroller\n  name: dcontroller-operators\n  namespace: hooks\nrules:\n- apiGroups:\n  - \"\"\n  resourceNames:\n  - hook-ca\n  resources:\n  - secrets\n  verbs:\n  - get\n",
+		// services: children of both controllers, merged.
+		"- apiGroups:\n  - \"\"\n  resources:\n  - services\n  verbs:\n  - get\n  - list\n  - watch\n  - create\n  - update\n  - patch\n  - delete\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	bad := writeFile(t, "bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+	stdout.Reset()
+	stderr.Reset()
+	if code := Execute([]string{"rbac", "--offline", "-f", bad}, nil, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "object 1 (ConfigMap x): dctl rbac takes Operator") {
+		t.Errorf("exit %d: %s", code, stderr.String())
+	}
+	typo := writeFile(t, "typo.yaml", "apiVersion: metacontroller.k8s.io/v1alpha1\nkind: DecoratorController\nmetadata: {name: x}\nspec: {resourcez: []}\n")
+	stderr.Reset()
+	if code := Execute([]string{"rbac", "--offline", "-f", typo}, nil, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), `unknown field "resourcez"`) {
+		t.Errorf("exit %d: %s", code, stderr.String())
 	}
 }

@@ -38,7 +38,7 @@ not a Kubernetes cluster: nothing schedules Pods and native schemas are
 not validated.`,
 		Example: `  dctl run -f examples/pod-container-num-annotator/operator.yaml --kubeconfig ~/.kube/config
   dctl run --standalone -f examples/pod-container-num-annotator/operator.yaml`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ops []*opv1a1.Operator
 			for _, file := range files {

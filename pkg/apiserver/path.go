@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -68,6 +69,11 @@ func ParseRequestPath(method, rawURL string) (Target, error) {
 func classify(info *request.RequestInfo) (Target, error) {
 	if !info.IsResourceRequest {
 		parts := splitPath(info.Path)
+		for _, p := range parts {
+			if p == "" {
+				return Target{Type: TargetOther}, nil
+			}
+		}
 		switch {
 		case len(parts) == 2 && parts[0] == "apis":
 			return Target{Type: TargetGroup, GroupVersion: schema.GroupVersion{Group: parts[1]}}, nil
@@ -94,25 +100,57 @@ func classify(info *request.RequestInfo) (Target, error) {
 	}, nil
 }
 
-// Path returns the canonical URL path of a target.
-func (t Target) Path() string {
-	prefix := "/apis/" + t.GroupVersion.Group + "/" + t.GroupVersion.Version
+// Method returns the HTTP method of a resource target's verb ("" for an
+// unknown verb).
+func (t Target) Method() string {
+	switch t.Verb {
+	case "get", "list", "watch":
+		return http.MethodGet
+	case "create":
+		return http.MethodPost
+	case "update":
+		return http.MethodPut
+	case "patch":
+		return http.MethodPatch
+	case "delete", "deletecollection":
+		return http.MethodDelete
+	}
+	return ""
+}
+
+// URL returns the canonical URL (path and query) of a target: with
+// Method, a request that ParseRequestPath resolves to the same target. A
+// list or watch naming one object selects it with a field selector.
+func (t Target) URL() string {
+	esc := url.PathEscape
+	prefix := "/apis/" + esc(t.GroupVersion.Group) + "/" + esc(t.GroupVersion.Version)
 	if t.GroupVersion.Group == "" {
-		prefix = "/api/" + t.GroupVersion.Version
+		prefix = "/api/" + esc(t.GroupVersion.Version)
 	}
 	switch t.Type {
 	case TargetGroup:
-		return "/apis/" + t.GroupVersion.Group
+		return "/apis/" + esc(t.GroupVersion.Group)
 	case TargetGroupVersion:
 		return prefix
 	case TargetResource:
 		p := prefix
 		if t.Namespace != "" {
-			p += "/namespaces/" + t.Namespace
+			p += "/namespaces/" + esc(t.Namespace)
 		}
-		p += "/" + t.Resource
-		if t.Name != "" {
-			p += "/" + t.Name
+		p += "/" + esc(t.Resource)
+		q := url.Values{}
+		switch {
+		case t.Name == "":
+		case t.Verb == "list" || t.Verb == "watch":
+			q.Set("fieldSelector", fields.OneTermEqualSelector("metadata.name", t.Name).String())
+		default:
+			p += "/" + esc(t.Name)
+		}
+		if t.Verb == "watch" {
+			q.Set("watch", "true")
+		}
+		if len(q) > 0 {
+			p += "?" + q.Encode()
 		}
 		return p
 	}

@@ -581,6 +581,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	gvr := target.GroupVersion.WithResource(target.Resource)
 	r := set.byGVR[gvr]
+	if r == nil && gvr == namespacesGVR && target.Verb == "get" && target.Name != "" {
+		// Namespaces are implicit in the store: every one exists. kubectl
+		// asks for the namespace when an object is not found, and would
+		// report a missing namespace instead of the missing object.
+		responsewriters.WriteRawJSON(http.StatusOK, map[string]any{"apiVersion": "v1", "kind": "Namespace",
+			"metadata": map[string]any{"name": target.Name}, "status": map[string]any{"phase": "Active"}}, w)
+		return
+	}
 	if r == nil {
 		s.notFound(w, req)
 		return
@@ -677,6 +685,8 @@ func hasDirective(v any) bool {
 	}
 	return false
 }
+
+var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 func (s *Server) notFound(w http.ResponseWriter, req *http.Request) {
 	responsewriters.ErrorNegotiated(apierrors.NewGenericServerResponse(http.StatusNotFound, req.Method, schema.GroupResource{}, "", "", 0, false),

@@ -297,9 +297,8 @@ func (c *composite) claim(ctx context.Context, parent *unstructured.Unstructured
 	if parent.GetDeletionTimestamp() != nil {
 		return out, nil
 	}
-	for _, o := range idx.owned("") {
-		if (c.parent.namespaced && o.GetNamespace() != parent.GetNamespace()) || o.GetDeletionTimestamp() != nil ||
-			!sel.Matches(labels.Set(o.GetLabels())) {
+	for _, o := range idx.orphanList(parent.GetNamespace(), !c.parent.namespaced) {
+		if o.GetDeletionTimestamp() != nil || !sel.Matches(labels.Set(o.GetLabels())) {
 			continue
 		}
 		adopted, err := c.adopt(ctx, parent, o, w)
@@ -323,9 +322,6 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 		syncsTotal.WithLabelValues(c.name, "skipped").Inc()
 		return nil
 	}
-	if !c.parentSel.Matches(labels.Set(parent.GetLabels())) {
-		return nil
-	}
 	w := writes{}
 	followUp := false
 	done := c.track(pk)
@@ -335,8 +331,15 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 	hasFin := slices.Contains(parent.GetFinalizers(), c.finalizer)
 	var err error
 	switch {
-	case deleting && (c.finHook == nil || !hasFin):
-		// The garbage collector deletes the children.
+	case !c.parentSel.Matches(labels.Set(parent.GetLabels())) || (deleting && c.finHook == nil):
+		// Not (or no longer) ours, or deleted without a finalize hook: the
+		// garbage collector deletes the children. A finalizer left from an
+		// earlier spec must not block the deletion.
+		if hasFin {
+			_, err = c.setFinalizer(ctx, parent, c.finalizer, false, w)
+		}
+		return err
+	case deleting && !hasFin:
 		return nil
 	case !deleting && c.finHook != nil:
 		if parent, err = c.setFinalizer(ctx, parent, c.finalizer, true, w); err != nil {

@@ -152,6 +152,7 @@ func (e *engine) track(pk parentKey) func(w writes, followUp bool) {
 		case resync:
 			e.enqueue(pk)
 		case waiting:
+			e.log.V(2).Info("awaiting the events of our writes", "parent", pk.String(), "writes", e.exp.waitingFor(pk))
 			e.queue.AddAfter(pk, expectationTimeout+time.Second)
 		}
 	}

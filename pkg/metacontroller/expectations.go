@@ -167,6 +167,19 @@ func (e *expectations) pending(pk parentKey) bool {
 	return true
 }
 
+// waitingFor lists the writes of pk still awaited (for logs).
+func (e *expectations) waitingFor(pk parentKey) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	if ex := e.m[pk]; ex != nil {
+		for ref, rv := range ex.want {
+			out = append(out, ref.gvk.Kind+" "+ref.String()+"@"+rv)
+		}
+	}
+	return out
+}
+
 // forget drops pk's expectations.
 func (e *expectations) forget(pk parentKey) {
 	e.mu.Lock()

@@ -23,6 +23,8 @@ type objectIndex struct {
 	byKey   map[types.NamespacedName]*unstructured.Unstructured
 	byNS    map[string]map[types.NamespacedName]struct{}
 	byOwner map[types.UID]map[types.NamespacedName]struct{}
+	// orphans are the objects without a controller, by namespace.
+	orphans map[string]map[types.NamespacedName]struct{}
 }
 
 func newObjectIndex(gvk schema.GroupVersionKind) *objectIndex {
@@ -30,6 +32,7 @@ func newObjectIndex(gvk schema.GroupVersionKind) *objectIndex {
 		byKey:   map[types.NamespacedName]*unstructured.Unstructured{},
 		byNS:    map[string]map[types.NamespacedName]struct{}{},
 		byOwner: map[types.UID]map[types.NamespacedName]struct{}{},
+		orphans: map[string]map[types.NamespacedName]struct{}{},
 	}
 }
 
@@ -68,11 +71,23 @@ func (x *objectIndex) set(o *unstructured.Unstructured) {
 	defer x.mu.Unlock()
 	k := keyOf(o)
 	if old := x.byKey[k]; old != nil {
-		removeFrom(x.byOwner, controllerUID(old), k)
+		x.unindexOwner(old, k)
 	}
 	x.byKey[k] = o
 	addTo(x.byNS, o.GetNamespace(), k)
-	addTo(x.byOwner, controllerUID(o), k)
+	if uid := controllerUID(o); uid != "" {
+		addTo(x.byOwner, uid, k)
+	} else {
+		addTo(x.orphans, o.GetNamespace(), k)
+	}
+}
+
+func (x *objectIndex) unindexOwner(o *unstructured.Unstructured, k types.NamespacedName) {
+	if uid := controllerUID(o); uid != "" {
+		removeFrom(x.byOwner, uid, k)
+	} else {
+		removeFrom(x.orphans, o.GetNamespace(), k)
+	}
 }
 
 func (x *objectIndex) remove(o *unstructured.Unstructured) {
@@ -80,7 +95,7 @@ func (x *objectIndex) remove(o *unstructured.Unstructured) {
 	defer x.mu.Unlock()
 	k := keyOf(o)
 	if old := x.byKey[k]; old != nil {
-		removeFrom(x.byOwner, controllerUID(old), k)
+		x.unindexOwner(old, k)
 		delete(x.byKey, k)
 		removeFrom(x.byNS, o.GetNamespace(), k)
 	}
@@ -111,8 +126,24 @@ func (x *objectIndex) list(ns string, all bool) []*unstructured.Unstructured {
 	return out
 }
 
-// owned returns the objects whose controller owner has the UID; uid ""
-// returns the objects without a controller (orphans).
+// orphanList returns the objects without a controller in namespace ns, or
+// in every namespace when all is true.
+func (x *objectIndex) orphanList(ns string, all bool) []*unstructured.Unstructured {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []*unstructured.Unstructured
+	for n, keys := range x.orphans {
+		if !all && n != ns {
+			continue
+		}
+		for k := range keys {
+			out = append(out, x.byKey[k])
+		}
+	}
+	return out
+}
+
+// owned returns the objects whose controller owner has the UID.
 func (x *objectIndex) owned(uid types.UID) []*unstructured.Unstructured {
 	x.mu.RLock()
 	defer x.mu.RUnlock()

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
@@ -197,3 +198,26 @@ func TestFingerprint(t *testing.T) {
 func decodeJSON(s string, out any) error { return json.Unmarshal([]byte(s), out) }
 
 func equalJSON(a, b any) bool { return apply.Equal(a, b) }
+
+func TestObjectIndex(t *testing.T) {
+	x := newObjectIndex(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})
+	a := u("v1", "ConfigMap", "ns1", "a", "1")
+	b := u("v1", "ConfigMap", "ns2", "b", "1")
+	x.set(a)
+	x.set(b)
+	if len(x.orphanList("ns1", false)) != 1 || len(x.orphanList("", true)) != 2 {
+		t.Fatal("orphans")
+	}
+	owned := a.DeepCopy()
+	owned.SetResourceVersion("2")
+	setControllerRef(owned, u("e2e/v1", "P", "ns1", "p", "1"))
+	owned.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "e2e/v1", Kind: "P", Name: "p", UID: "uid-p", Controller: ptr.To(true)}})
+	x.set(owned)
+	if len(x.orphanList("ns1", false)) != 0 || len(x.owned("uid-p")) != 1 || x.get(keyOf(a)).GetResourceVersion() != "2" {
+		t.Fatal("adoption not indexed")
+	}
+	x.remove(owned)
+	if len(x.owned("uid-p")) != 0 || x.get(keyOf(a)) != nil || len(x.list("", true)) != 1 || len(x.list("ns2", false)) != 1 {
+		t.Fatal("removal not indexed")
+	}
+}

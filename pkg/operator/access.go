@@ -39,7 +39,9 @@ func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) err
 		if s.Type == opv1a1.OneShot || s.Type == opv1a1.Periodic || r.isView(s.GVK) {
 			continue
 		}
-		needs = append(needs, need{fmt.Sprintf("sources[%d]", i), s.GVK, s.Namespace, []string{"get", "list", "watch"}})
+		// One cluster-wide informer per kind serves every controller, so a
+		// source restricted to a namespace is still watched cluster-wide.
+		needs = append(needs, need{fmt.Sprintf("sources[%d]", i), s.GVK, "", []string{"get", "list", "watch"}})
 	}
 	if t := c.Target(); !r.isView(t.GVK) {
 		verbs := append([]string{"get", "list", "watch"}, targetVerbs[t.Type]...)

@@ -112,6 +112,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, op *opv1a1.Operator) erro
 		cs.Conditions = conds
 	}
 	next.Status = st
+	next.Status.Summarize()
 	if equality.Semantic.DeepEqual(op.Status, next.Status) {
 		return nil
 	}

@@ -34,6 +34,9 @@ const (
 	ReasonForbidden   = "Forbidden"
 )
 
+// InformerSyncTimeout bounds the wait for a new informer's initial list.
+const InformerSyncTimeout = time.Minute
+
 // WriteConcurrency is how many target writes a controller issues at once.
 const WriteConcurrency = 8
 
@@ -285,7 +288,11 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 			}
 			continue
 		}
-		inf, err := r.opts.Cache.GetInformer(ctx, newObj(s.GVK))
+		// GetInformer blocks until the informer has synced; bound the wait so
+		// that a watch that cannot start is reported instead of hanging.
+		ictx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
+		inf, err := r.opts.Cache.GetInformer(ictx, newObj(s.GVK))
+		cancel()
 		if err != nil {
 			return fmt.Errorf("%s: watching %s: %w", s.Path, s.GVK, err)
 		}

@@ -19,6 +19,12 @@
 //   - OneShot sources and views (in-memory kinds of the group
 //     <operator>.view.dcontroller.io) need nothing.
 //
+// CompositeControllers and DecoratorControllers (package metacontroller)
+// get get, list, watch, update, patch on their parent (decorated) resources
+// with update on /status and /finalizers, every write verb on their child
+// (attachment) resources, and get on the Secrets and ConfigMaps their
+// webhooks' connection settings name (see ComputeInput).
+//
 // A source restricted to a namespace is granted by a Role in that namespace;
 // everything else by the ClusterRole. A Role rule the ClusterRole already
 // covers is left out.

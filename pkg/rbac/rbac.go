@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 )
 
@@ -45,7 +46,8 @@ type Options struct {
 
 // Need is what one source or target of one controller needs.
 type Need struct {
-	// Operator and Controller name the controller.
+	// Operator and Controller name the controller; for a Metacontroller-style
+	// controller, Operator is its name and Controller its kind.
 	Operator, Controller string
 	// Path is the spec path of the source or target, e.g.
 	// spec.controllers[0].sources[1] or spec.controllers[0].target.
@@ -57,6 +59,9 @@ type Need struct {
 	Group, Resource string
 	// Namespace is the namespace of a Role; empty for the ClusterRole.
 	Namespace string
+	// ResourceName restricts the rule to one object (Secrets and ConfigMaps
+	// of webhook connection settings); empty for all.
+	ResourceName string
 	// Verbs in canonical order.
 	Verbs []string
 	// Why says which rule of the runtime asks for the verbs, e.g.
@@ -88,82 +93,133 @@ func (r *Rules) Namespaces() []string {
 	return out
 }
 
-type resKey struct{ ns, group, resource string }
+type resKey struct{ ns, group, resource, name string }
+
+// Input are the controllers to compute rules for.
+type Input struct {
+	Operators  []*opv1a1.Operator
+	Composites []*mcv1a1.CompositeController
+	Decorators []*mcv1a1.DecoratorController
+}
 
 // Compute returns the RBAC rules the manager needs to run ops. Errors name
 // the operator and the spec path, e.g.
 // `operator "x": spec.controllers[0].target.kind: must not be empty`.
 func Compute(ops []*opv1a1.Operator, opts Options) (*Rules, error) {
-	out := &Rules{Namespaced: map[string][]rbacv1.PolicyRule{}}
-	grants := map[resKey]map[string]bool{}
-	warned := map[schema.GroupKind]bool{}
-	add := func(n Need) {
-		k := resKey{n.Namespace, n.Group, n.Resource}
-		if grants[k] == nil {
-			grants[k] = map[string]bool{}
-		}
-		for _, v := range n.Verbs {
-			grants[k][v] = true
-		}
-		out.Needs = append(out.Needs, n)
+	return ComputeInput(Input{Operators: ops}, opts)
+}
+
+// computation accumulates the needs of the controllers.
+type computation struct {
+	opts   Options
+	out    *Rules
+	grants map[resKey]map[string]bool
+	warned map[string]bool
+}
+
+func (c *computation) add(n Need) {
+	k := resKey{n.Namespace, n.Group, n.Resource, n.ResourceName}
+	if c.grants[k] == nil {
+		c.grants[k] = map[string]bool{}
 	}
-	for _, op := range ops {
-		for i, c := range op.Spec.Controllers {
-			path := fmt.Sprintf("spec.controllers[%d]", i)
-			for j, s := range c.Sources {
-				spath := fmt.Sprintf("%s.sources[%d]", path, j)
-				if s.Type == opv1a1.OneShot || s.APIGroup == nil || opv1a1.IsViewGroup(*s.APIGroup) {
-					continue
-				}
-				if s.Kind == "" {
-					return nil, fmt.Errorf("operator %q: %s.kind: must not be empty", op.Name, spath)
-				}
-				gvk, res, namespaced := resolve(s.Resource, opts.Mapper, warned, &out.Warnings)
-				ns := ""
-				if s.Namespace != nil && namespaced {
-					ns = *s.Namespace
-				}
-				typ := s.Type
-				if typ == "" {
-					typ = opv1a1.Watcher
-				}
-				add(Need{Operator: op.Name, Controller: c.Name, Path: spath, Kind: gvk,
-					Group: res.Group, Resource: res.Resource, Namespace: ns,
-					Verbs: SourceVerbs, Why: string(typ) + " source"})
-			}
-			t := c.Target
-			tpath := path + ".target"
-			if t.APIGroup == nil || opv1a1.IsViewGroup(*t.APIGroup) {
+	for _, v := range n.Verbs {
+		c.grants[k][v] = true
+	}
+	c.out.Needs = append(c.out.Needs, n)
+}
+
+func (c *computation) warn(msg string) {
+	if !c.warned[msg] {
+		c.warned[msg] = true
+		c.out.Warnings = append(c.out.Warnings, msg)
+	}
+}
+
+// ComputeInput returns the RBAC rules the manager needs to run the
+// operators and the Metacontroller-style controllers of in. Errors name the
+// object and the spec path.
+func ComputeInput(in Input, opts Options) (*Rules, error) {
+	c := &computation{opts: opts, out: &Rules{Namespaced: map[string][]rbacv1.PolicyRule{}},
+		grants: map[resKey]map[string]bool{}, warned: map[string]bool{}}
+	for _, op := range in.Operators {
+		if err := c.operator(op); err != nil {
+			return nil, err
+		}
+	}
+	for _, cc := range in.Composites {
+		if err := c.composite(cc); err != nil {
+			return nil, err
+		}
+	}
+	for _, dc := range in.Decorators {
+		if err := c.decorator(dc); err != nil {
+			return nil, err
+		}
+	}
+	c.rules()
+	return c.out, nil
+}
+
+func (c *computation) operator(op *opv1a1.Operator) error {
+	for i, ctl := range op.Spec.Controllers {
+		path := fmt.Sprintf("spec.controllers[%d]", i)
+		for j, s := range ctl.Sources {
+			spath := fmt.Sprintf("%s.sources[%d]", path, j)
+			if s.Type == opv1a1.OneShot || s.Type == opv1a1.Periodic || s.APIGroup == nil || opv1a1.IsViewGroup(*s.APIGroup) {
 				continue
 			}
-			if t.Kind == "" {
-				return nil, fmt.Errorf("operator %q: %s.kind: must not be empty", op.Name, tpath)
+			if s.Kind == "" {
+				return fmt.Errorf("operator %q: %s.kind: must not be empty", op.Name, spath)
 			}
-			typ := t.Type
+			// The manager watches each kind with one cluster-wide informer
+			// shared by every controller, so even a source restricted to a
+			// namespace needs get/list/watch cluster-wide.
+			gvk, res, _ := c.resolve(s.Resource)
+			ns := ""
+			typ := s.Type
 			if typ == "" {
-				typ = opv1a1.Updater
+				typ = opv1a1.Watcher
 			}
-			verbs, ok := TargetVerbs[typ]
-			if !ok {
-				return nil, fmt.Errorf("operator %q: %s.type: unknown target type %q (want Updater, Patcher or Applier)", op.Name, tpath, t.Type)
-			}
-			gvk, res, _ := resolve(t.Resource, opts.Mapper, warned, &out.Warnings)
-			add(Need{Operator: op.Name, Controller: c.Name, Path: tpath, Kind: gvk,
-				Group: res.Group, Resource: res.Resource, Verbs: verbs, Why: string(typ) + " target"})
-			status, err := WritesStatus(c.Pipeline.Raw)
-			if err != nil {
-				return nil, fmt.Errorf("operator %q: %s.pipeline: %w", op.Name, path, err)
-			}
-			if status {
-				add(Need{Operator: op.Name, Controller: c.Name, Path: tpath, Kind: gvk,
-					Group: res.Group, Resource: res.Resource + "/status", Verbs: StatusVerbs[typ],
-					Why: string(typ) + " target whose pipeline output sets status"})
-			}
+			c.add(Need{Operator: op.Name, Controller: ctl.Name, Path: spath, Kind: gvk,
+				Group: res.Group, Resource: res.Resource, Namespace: ns,
+				Verbs: SourceVerbs, Why: string(typ) + " source"})
+		}
+		t := ctl.Target
+		tpath := path + ".target"
+		if t.APIGroup == nil || opv1a1.IsViewGroup(*t.APIGroup) {
+			continue
+		}
+		if t.Kind == "" {
+			return fmt.Errorf("operator %q: %s.kind: must not be empty", op.Name, tpath)
+		}
+		typ := t.Type
+		if typ == "" {
+			typ = opv1a1.Updater
+		}
+		verbs, ok := TargetVerbs[typ]
+		if !ok {
+			return fmt.Errorf("operator %q: %s.type: unknown target type %q (want Updater, Patcher or Applier)", op.Name, tpath, t.Type)
+		}
+		gvk, res, _ := c.resolve(t.Resource)
+		c.add(Need{Operator: op.Name, Controller: ctl.Name, Path: tpath, Kind: gvk,
+			Group: res.Group, Resource: res.Resource, Verbs: verbs, Why: string(typ) + " target"})
+		status, err := WritesStatus(ctl.Pipeline.Raw)
+		if err != nil {
+			return fmt.Errorf("operator %q: %s.pipeline: %w", op.Name, path, err)
+		}
+		if status {
+			c.add(Need{Operator: op.Name, Controller: ctl.Name, Path: tpath, Kind: gvk,
+				Group: res.Group, Resource: res.Resource + "/status", Verbs: StatusVerbs[typ],
+				Why: string(typ) + " target whose pipeline output sets status"})
 		}
 	}
+	return nil
+}
 
-	keys := make([]resKey, 0, len(grants))
-	for k := range grants {
+// rules turns the grants into the ClusterRole and Role rules.
+func (c *computation) rules() {
+	keys := make([]resKey, 0, len(c.grants))
+	for k := range c.grants {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
@@ -174,48 +230,54 @@ func Compute(ops []*opv1a1.Operator, opts Options) (*Rules, error) {
 		if a.group != b.group {
 			return a.group < b.group
 		}
-		return a.resource < b.resource
+		if a.resource != b.resource {
+			return a.resource < b.resource
+		}
+		return a.name < b.name
 	})
 	for _, k := range keys {
-		verbs := grants[k]
-		if k.ns != "" {
-			// Leave out what the ClusterRole grants anyway.
-			for v := range grants[resKey{"", k.group, k.resource}] {
-				delete(verbs, v)
-			}
-			if len(verbs) == 0 {
+		verbs := c.grants[k]
+		// Leave out what a wider rule grants anyway: the ClusterRole's for
+		// a Role, the rule without a name for a rule with one.
+		for _, wider := range []resKey{{"", k.group, k.resource, ""}, {k.ns, k.group, k.resource, ""}} {
+			if wider == k {
 				continue
 			}
+			for v := range c.grants[wider] {
+				delete(verbs, v)
+			}
+		}
+		if len(verbs) == 0 {
+			continue
 		}
 		rule := rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{k.resource}, Verbs: sortVerbs(verbs)}
+		if k.name != "" {
+			rule.ResourceNames = []string{k.name}
+		}
 		if k.ns == "" {
-			out.Cluster = append(out.Cluster, rule)
+			c.out.Cluster = append(c.out.Cluster, rule)
 		} else {
-			out.Namespaced[k.ns] = append(out.Namespaced[k.ns], rule)
+			c.out.Namespaced[k.ns] = append(c.out.Namespaced[k.ns], rule)
 		}
 	}
-	return out, nil
 }
 
 // resolve returns the kind and resource of r and whether it is namespaced.
-func resolve(r opv1a1.Resource, mapper meta.RESTMapper, warned map[schema.GroupKind]bool, warnings *[]string) (schema.GroupVersionKind, schema.GroupVersionResource, bool) {
+func (c *computation) resolve(r opv1a1.Resource) (schema.GroupVersionKind, schema.GroupVersionResource, bool) {
 	gvk := schema.GroupVersionKind{Group: *r.APIGroup, Kind: r.Kind}
 	if r.Version != nil {
 		gvk.Version = *r.Version
 	}
-	if mapper != nil {
+	if c.opts.Mapper != nil {
 		var versions []string
 		if gvk.Version != "" {
 			versions = []string{gvk.Version}
 		}
-		m, err := mapper.RESTMapping(gvk.GroupKind(), versions...)
+		m, err := c.opts.Mapper.RESTMapping(gvk.GroupKind(), versions...)
 		if err == nil {
 			return gvk, m.Resource, m.Scope.Name() != meta.RESTScopeNameRoot
 		}
-		if !warned[gvk.GroupKind()] {
-			warned[gvk.GroupKind()] = true
-			*warnings = append(*warnings, fmt.Sprintf("kind %s: not served by the cluster (%v); resource name guessed", displayGK(gvk.GroupKind()), err))
-		}
+		c.warn(fmt.Sprintf("kind %s: not served by the cluster (%v); resource name guessed", displayGK(gvk.GroupKind()), err))
 	}
 	plural, _ := meta.UnsafeGuessKindToResource(gvk)
 	return gvk, plural, true

@@ -9,9 +9,11 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
@@ -214,8 +216,8 @@ func TestWritesStatus(t *testing.T) {
 	}
 }
 
-// TestRenderExamples renders the rules of every example operator and
-// checks the explanation and the objects.
+// TestRenderAnnotator renders the rules of the pod annotator example:
+// the explanation, the objects with a binding, and the Helm values.
 func TestRenderAnnotator(t *testing.T) {
 	f, err := os.Open("../../examples/pod-container-num-annotator/operator.yaml")
 	if err != nil {
@@ -295,5 +297,72 @@ subjects:
 	}
 	if parsed.RBAC.Mode != "scoped" || !reflect.DeepEqual(parsed.RBAC.Scoped.ClusterRules, r.Cluster) || len(parsed.RBAC.Scoped.NamespacedRules) != 0 {
 		t.Errorf("helm values:\n%s", vals)
+	}
+}
+
+func TestComputeMetacontroller(t *testing.T) {
+	ca := "ca.crt"
+	in := Input{
+		Composites: []*mcv1a1.CompositeController{{
+			ObjectMeta: metav1.ObjectMeta{Name: "cc"},
+			Spec: mcv1a1.CompositeControllerSpec{
+				ParentResource: mcv1a1.CompositeControllerParentResourceRule{ResourceRule: mcv1a1.ResourceRule{APIVersion: "example.com/v1", Resource: "gizmoes"}},
+				ChildResources: []mcv1a1.CompositeControllerChildResourceRule{{ResourceRule: mcv1a1.ResourceRule{APIVersion: "v1", Resource: "configmaps"}}},
+				EndpointConfigs: []mcv1a1.EndpointConfig{{Host: "hooks", CABundle: &mcv1a1.CABundleConfig{
+					ConfigMapRef: &mcv1a1.KeySelector{Name: "hook-ca", Namespace: "hooks", Key: ca}}}},
+			},
+		}},
+		Decorators: []*mcv1a1.DecoratorController{{
+			ObjectMeta: metav1.ObjectMeta{Name: "dc"},
+			Spec: mcv1a1.DecoratorControllerSpec{
+				Resources:   []mcv1a1.DecoratorControllerResourceRule{{ResourceRule: mcv1a1.ResourceRule{APIVersion: "v1", Resource: "configmaps"}}},
+				Attachments: []mcv1a1.DecoratorControllerAttachmentRule{{ResourceRule: mcv1a1.ResourceRule{APIVersion: "v1", Resource: "secrets"}}},
+			},
+		}},
+	}
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}})
+	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
+	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, meta.RESTScopeNamespace)
+	r, err := ComputeInput(in, Options{Mapper: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rbacv1.PolicyRule{
+		// The child and decorated verbs on configmaps merge.
+		rule("", "configmaps", "get", "list", "watch", "create", "update", "patch", "delete"),
+		rule("", "configmaps/finalizers", "update"),
+		rule("", "configmaps/status", "update"),
+		rule("", "secrets", "get", "list", "watch", "create", "update", "patch", "delete"),
+		rule("example.com", "gizmoes", "get", "list", "watch", "update", "patch"),
+		rule("example.com", "gizmoes/finalizers", "update"),
+		rule("example.com", "gizmoes/status", "update"),
+	}
+	if !reflect.DeepEqual(r.Cluster, want) {
+		t.Errorf("cluster rules\n got %v\nwant %v", r.Cluster, want)
+	}
+	// The CA ConfigMap is covered by the cluster-wide get on configmaps.
+	if len(r.Namespaced) != 0 {
+		t.Errorf("namespaced rules: %v", r.Namespaced)
+	}
+	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "resource gizmoes.example.com: not served by the cluster") {
+		t.Errorf("warnings: %q", r.Warnings)
+	}
+
+	// Without the children on configmaps, the CA ConfigMap needs a Role
+	// with its name.
+	in.Composites[0].Spec.ChildResources = nil
+	in.Decorators = nil
+	r, err = ComputeInput(in, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNS := map[string][]rbacv1.PolicyRule{"hooks": {{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"hook-ca"}, Verbs: []string{"get"}}}}
+	if !reflect.DeepEqual(r.Namespaced, wantNS) {
+		t.Errorf("namespaced rules\n got %v\nwant %v", r.Namespaced, wantNS)
+	}
+
+	in.Composites[0].Spec.ParentResource.APIVersion = "a/b/c"
+	if _, err := ComputeInput(in, Options{}); err == nil || err.Error() != `CompositeController "cc": spec.parentResource.apiVersion: invalid apiVersion "a/b/c"` {
+		t.Errorf("error: %v", err)
 	}
 }

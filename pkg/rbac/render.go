@@ -69,9 +69,15 @@ func (r *Rules) Objects(opts ObjectOptions) []any {
 //	# annotator/annotate spec.controllers[0].target (Patcher target): pods: get, list, watch, patch
 func (r *Rules) Explain(w io.Writer) error {
 	for _, n := range r.Needs {
-		res := n.Resource
+		res, sub, _ := strings.Cut(n.Resource, "/")
 		if n.Group != "" {
 			res += "." + n.Group
+		}
+		if sub != "" {
+			res += "/" + sub
+		}
+		if n.ResourceName != "" {
+			res += fmt.Sprintf(" %q", n.ResourceName)
 		}
 		where := ""
 		if n.Namespace != "" {

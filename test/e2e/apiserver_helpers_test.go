@@ -60,11 +60,17 @@ type viewServer struct {
 // accepts connections.
 func startDctl(t *testing.T, dir string, args ...string) *viewServer {
 	t.Helper()
+	return startDctlEnv(t, dir, []string{"KUBECONFIG=" + kubeconfig}, args...)
+}
+
+// startDctlEnv is startDctl with the process's extra environment.
+func startDctlEnv(t *testing.T, dir string, env []string, args ...string) *viewServer {
+	t.Helper()
 	addr := freeAddr(t)
 	args = append(args, "--api-server-addr", addr)
 	cmd := exec.Command(dctlBin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Env = append(os.Environ(), env...)
 	v := &viewServer{addr: addr, dir: dir, cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = v.logs, v.logs
 	if err := cmd.Start(); err != nil {

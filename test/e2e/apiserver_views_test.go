@@ -137,17 +137,17 @@ func TestAPIServerViews(t *testing.T) {
 	mustKubectl(t, deploymentYAML("e2e-views", "web", "nginx:1.25", 2, nil), "apply", "-f", "-")
 	mustKubectl(t, deploymentYAML("e2e-views", "db", "postgres:16", 1, nil), "apply", "-f", "-")
 	eventually(t, 20*time.Second, func() string {
-		txt := w.text()
-		if !strings.Contains(txt, `"type": "ADDED"`) || !strings.Contains(txt, `"image": "nginx:1.25"`) || !strings.Contains(txt, `"image": "postgres:16"`) {
-			return "watch output:\n" + txt
+		txt := strings.ReplaceAll(w.text(), " ", "")
+		if !strings.Contains(txt, `"type":"ADDED"`) || !strings.Contains(txt, `"image":"nginx:1.25"`) || !strings.Contains(txt, `"image":"postgres:16"`) {
+			return "watch output:\n" + w.text()
 		}
 		return ""
 	})
 	mustKubectl(t, deploymentYAML("e2e-views", "web", "nginx:1.27", 3, map[string]string{}), "apply", "-f", "-")
 	eventually(t, 20*time.Second, func() string {
-		txt := w.text()
-		if !strings.Contains(txt, `"type": "MODIFIED"`) || !strings.Contains(txt, `"image": "nginx:1.27"`) {
-			return "watch output after the update:\n" + txt
+		txt := strings.ReplaceAll(w.text(), " ", "")
+		if !strings.Contains(txt, `"type":"MODIFIED"`) || !strings.Contains(txt, `"image":"nginx:1.27"`) {
+			return "watch output after the update:\n" + w.text()
 		}
 		return ""
 	})

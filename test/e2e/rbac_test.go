@@ -14,11 +14,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
-// startManagerAs runs a manager (the same code as `dctl start`) with the
-// given client configuration until the test ends.
+// startManagerAs runs a manager (the same code as `dctl start`: Operators
+// and Metacontroller-style controllers) with the given client configuration
+// until the test ends.
 func startManagerAs(t *testing.T, cfg *rest.Config) {
 	t.Helper()
 	log := ctrl.Log.WithName(t.Name())
@@ -30,6 +32,10 @@ func startManagerAs(t *testing.T, cfg *rest.Config) {
 	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log,
 		Recorder: mgr.GetEventRecorder("dcontroller")}
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := metacontroller.Setup(ctx, mgr, metacontroller.Options{Logger: log}); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
@@ -88,26 +94,24 @@ func readyCondition(t *testing.T, op string) (string, error) {
 		`jsonpath={.status.controllers[0].conditions[?(@.type=="Ready")].status}|{.status.controllers[0].conditions[?(@.type=="Ready")].reason}|{.status.controllers[0].conditions[?(@.type=="Ready")].message}`)
 }
 
-// TestScopedRBAC installs the chart's RBAC in rbac.mode=scoped with the
-// values `dctl rbac` prints for the pod annotator, runs a manager as the
-// chart's ServiceAccount, and checks that the annotator works while an
-// operator needing more is reported as forbidden, naming the verbs and the
-// resource; granting what `dctl rbac` prints for it fixes it.
-func TestScopedRBAC(t *testing.T) {
-	const ns = "rbac-system"
-	dir := t.TempDir()
-	annotatorFile := filepath.Join(repoRoot, "examples", "pod-container-num-annotator", "operator.yaml")
-
-	// The rules for the annotator, with the cluster's API discovery.
-	values, err := runDctl(t, "rbac", "-f", annotatorFile, "--kubeconfig", kubeconfig, "-o", "values")
+// installScopedRBAC renders the chart's RBAC (ServiceAccount, roles,
+// bindings) in rbac.mode=scoped with the values dctl rbac prints for files,
+// applies it and returns the ServiceAccount's name.
+func installScopedRBAC(t *testing.T, release, ns string, files ...string) string {
+	t.Helper()
+	args := []string{"rbac", "--kubeconfig", kubeconfig, "-o", "values"}
+	for _, f := range files {
+		args = append(args, "-f", f)
+	}
+	values, err := runDctl(t, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	valuesFile := filepath.Join(dir, "rbac-values.yaml")
+	valuesFile := filepath.Join(t.TempDir(), "rbac-values.yaml")
 	if err := os.WriteFile(valuesFile, []byte(values), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rendered, err := helm(t, "template", "dcontroller-rbac", "charts/dcontroller", "--namespace", ns,
+	rendered, err := helm(t, "template", release, "charts/dcontroller", "--namespace", ns,
 		"-f", valuesFile, "--set", "leaderElection.enabled=false")
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +128,74 @@ func TestScopedRBAC(t *testing.T) {
 		}
 	}
 	applyManifests(t, strings.Join(rbacObjs, "---\n"))
+	return release
+}
+
+// TestScopedRBACMetacontroller runs the inline-pipeline PodService
+// CompositeController (examples/metacontroller-podservice-pipeline, moved to
+// an API group of its own) under the chart's scoped RBAC computed by dctl
+// rbac: the manager's own rules and the controller's parent and children
+// rules are enough for it to create the children and write the status.
+func TestScopedRBACMetacontroller(t *testing.T) {
+	const ns = "rbac-mc-system"
+	dir := t.TempDir()
+	rename := strings.NewReplacer("examples.dcontroller.io", "rbac-e2e.dcontroller.io", "name: podservice-pipeline", "name: podservice-scoped")
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(repoRoot, "examples", "metacontroller-podservice-pipeline", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rename.Replace(string(b))
+	}
+	mustKubectl(t, read("crd.yaml"), "apply", "-f", "-")
+	mustKubectl(t, "", "wait", "--for=condition=established", "--timeout=30s", "crd/podservices.rbac-e2e.dcontroller.io")
+	controller := filepath.Join(dir, "controller.yaml")
+	if err := os.WriteFile(controller, []byte(read("controller.yaml")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sa := installScopedRBAC(t, "dcontroller-mc", ns, controller)
+	rules := mustKubectl(t, "", "get", "clusterrole", sa+"-operators", "-o", "jsonpath={range .rules[*]}{.resources[0]}:{.verbs}{\"\\n\"}{end}")
+	for _, want := range []string{`pods:["get","list","watch","create","update","patch","delete"]`, `podservices:["get","list","watch","update","patch"]`, `podservices/status:["update"]`} {
+		if !strings.Contains(rules, want) {
+			t.Errorf("scoped rules lack %s:\n%s", want, rules)
+		}
+	}
+
+	startManagerAs(t, serviceAccountConfig(t, ns, sa))
+	mustKubectl(t, "", "create", "namespace", "rbac-mc")
+	mustKubectl(t, read("controller.yaml"), "apply", "-f", "-")
+	mustKubectl(t, read("podservice.yaml"), "-n", "rbac-mc", "apply", "-f", "-")
+	eventually(t, 60*time.Second, func() string {
+		img, err := kubectl(t, "", "-n", "rbac-mc", "get", "pod", "web-pod", "-o", "jsonpath={.spec.containers[0].image}")
+		if err != nil || img != "nginx:1.27" {
+			return fmt.Sprintf("child pod image %q (err %v)", img, err)
+		}
+		if _, err := kubectl(t, "", "-n", "rbac-mc", "get", "service", "web-svc"); err != nil {
+			return err.Error()
+		}
+		st, err := kubectl(t, "", "-n", "rbac-mc", "get", "podservices.rbac-e2e.dcontroller.io", "web", "-o", "jsonpath={.status.pods}/{.status.services}")
+		if err != nil || st != "1/1" {
+			return fmt.Sprintf("parent status %q (err %v)", st, err)
+		}
+		return ""
+	})
+	mustKubectl(t, "", "delete", "compositecontrollers.metacontroller.k8s.io", "podservice-scoped")
+	mustKubectl(t, "", "-n", "rbac-mc", "delete", "podservices.rbac-e2e.dcontroller.io", "web", "--wait=false")
+}
+
+// TestScopedRBAC installs the chart's RBAC in rbac.mode=scoped with the
+// values `dctl rbac` prints for the pod annotator, runs a manager as the
+// chart's ServiceAccount, and checks that the annotator works while an
+// operator needing more is reported as forbidden, naming the verbs and the
+// resource; granting what `dctl rbac` prints for it fixes it.
+func TestScopedRBAC(t *testing.T) {
+	const ns = "rbac-system"
+	dir := t.TempDir()
+	annotatorFile := filepath.Join(repoRoot, "examples", "pod-container-num-annotator", "operator.yaml")
+
+	// The chart's RBAC with the rules dctl rbac prints for the annotator,
+	// with the cluster's API discovery.
+	installScopedRBAC(t, "dcontroller-rbac", ns, annotatorFile)
 	if rules := mustKubectl(t, "", "get", "clusterrole", "dcontroller-rbac-operators", "-o", "jsonpath={.rules}"); rules != `[{"apiGroups":[""],"resources":["pods"],"verbs":["get","list","watch","patch"]}]` {
 		t.Fatalf("scoped ClusterRole rules: %s", rules)
 	}
