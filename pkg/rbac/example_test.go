@@ -9,7 +9,8 @@ import (
 )
 
 // The rules of an operator that reads Deployments in one namespace and
-// writes ConfigMaps with an Updater.
+// writes ConfigMaps with an Updater. Sources are watched cluster-wide: the
+// manager shares one informer per kind between all controllers.
 func ExampleCompute() {
 	ops, _ := operator.DecodeOperators(strings.NewReader(`apiVersion: dcontroller.io/v1alpha1
 kind: Operator
@@ -28,7 +29,7 @@ spec:
 	_ = rules.Explain(os.Stdout)
 	_ = rbac.WriteYAML(os.Stdout, rules.Objects(rbac.ObjectOptions{Name: "summary"}))
 	// Output:
-	// # summary/deployment-summary spec.controllers[0].sources[0] (Watcher source): deployments.apps in namespace shop: get, list, watch
+	// # summary/deployment-summary spec.controllers[0].sources[0] (Watcher source): deployments.apps: get, list, watch
 	// # summary/deployment-summary spec.controllers[0].target (Updater target): configmaps: get, list, watch, create, update, delete
 	// ---
 	// apiVersion: rbac.authorization.k8s.io/v1
@@ -47,13 +48,6 @@ spec:
 	//   - create
 	//   - update
 	//   - delete
-	// ---
-	// apiVersion: rbac.authorization.k8s.io/v1
-	// kind: Role
-	// metadata:
-	//   name: summary
-	//   namespace: shop
-	// rules:
 	// - apiGroups:
 	//   - apps
 	//   resources:
