@@ -119,8 +119,9 @@ type Controller struct {
 	written map[object.Key]map[string]any // the last state written per target key
 	failed  map[object.Key]bool           // target keys whose last write failed
 
-	errs     []opv1a1.ErrorRecord
-	counters opv1a1.Counters
+	errs        []opv1a1.ErrorRecord
+	counters    opv1a1.Counters
+	pipelineErr error // the error of the last pipeline run, nil when it succeeded
 }
 
 type outputEntry struct {
@@ -294,6 +295,14 @@ func (c *Controller) Counters() opv1a1.Counters {
 	return c.counters
 }
 
+// PipelineError returns the error of the last pipeline run (some input
+// objects failed to evaluate), or nil when it succeeded.
+func (c *Controller) PipelineError() error {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	return c.pipelineErr
+}
+
 // Pending returns how many target keys wait for a retried write.
 func (c *Controller) Pending() int {
 	c.smu.Lock()
@@ -319,7 +328,7 @@ func (c *Controller) recordError(kind string, err error) {
 	Errors.WithLabelValues(c.opts.Operator, c.name, kind).Inc()
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	c.opts.Logger.Error(err, "controller error", "controller", c.name)
+	c.opts.Logger.Error(err, "controller error")
 	c.errs = append(c.errs, opv1a1.ErrorRecord{Time: metav1.NewTime(c.opts.Now().UTC().Truncate(time.Second)), Message: err.Error()})
 	if len(c.errs) > MaxErrors {
 		c.errs = c.errs[len(c.errs)-MaxErrors:]
@@ -420,6 +429,9 @@ func (c *Controller) process(ctx context.Context, deltas map[string]*dbsp.ZSet) 
 		DeltasOut.WithLabelValues(c.opts.Operator, c.name).Add(float64(out.Len()))
 	}
 	var errs []error
+	c.smu.Lock()
+	c.pipelineErr = perr
+	c.smu.Unlock()
 	if perr != nil {
 		c.recordError("pipeline", perr)
 		errs = append(errs, perr)

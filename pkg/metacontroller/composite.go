@@ -193,11 +193,14 @@ func (c *composite) onParent(old, obj *unstructured.Unstructured) {
 		return
 	}
 	pk := c.keyOf(obj)
-	if !c.exp.observe(pk, obj, false) {
+	c.log.V(3).Info("parent event", "parent", pk.String(), "resourceVersion", obj.GetResourceVersion())
+	switch c.exp.observe(pk, obj, false) {
+	case ignore:
 		return
-	}
-	if c.ignoreSt && old != nil && onlyStatusChanged(old, obj) {
-		return
+	case changed:
+		if c.ignoreSt && old != nil && onlyStatusChanged(old, obj) {
+			return
+		}
 	}
 	c.enqueue(pk)
 }

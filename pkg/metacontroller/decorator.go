@@ -180,16 +180,18 @@ func (c *decorator) onObject(dr *decorated, old, obj *unstructured.Unstructured)
 		return
 	}
 	pk := parentKey{gvk: dr.gvk, NamespacedName: keyOf(obj)}
-	if !c.exp.observe(pk, obj, false) {
+	switch c.exp.observe(pk, obj, false) {
+	case ignore:
 		return
-	}
-	// Objects that never matched and carry no finalizer of ours are not our
-	// business.
-	if !dr.matches(obj) && (old == nil || !dr.matches(old)) && !slices.Contains(obj.GetFinalizers(), c.finalizer) {
-		return
-	}
-	if dr.ignoreSt && old != nil && onlyStatusChanged(old, obj) {
-		return
+	case changed:
+		// Objects that never matched and carry no finalizer of ours are not
+		// our business.
+		if !dr.matches(obj) && (old == nil || !dr.matches(old)) && !slices.Contains(obj.GetFinalizers(), c.finalizer) {
+			return
+		}
+		if dr.ignoreSt && old != nil && onlyStatusChanged(old, obj) {
+			return
+		}
 	}
 	c.enqueue(pk)
 }

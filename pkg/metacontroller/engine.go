@@ -136,7 +136,7 @@ func (e *engine) enqueueForced(pk parentKey) {
 
 // observed routes an event that concerns pk through the expectations.
 func (e *engine) observed(pk parentKey, obj *unstructured.Unstructured, deleted bool) {
-	if e.exp.observe(pk, obj, deleted) {
+	if e.exp.observe(pk, obj, deleted) != ignore {
 		e.enqueue(pk)
 	}
 }

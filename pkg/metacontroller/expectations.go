@@ -114,15 +114,27 @@ func (e *expectations) finish(pk parentKey, want map[objRef]string, followUp boo
 	return false, true
 }
 
+// verdict says what an event means for a parent's sync.
+type verdict int
+
+const (
+	// ignore: the event is one of our own writes (or arrived while a sync
+	// runs); no sync.
+	ignore verdict = iota
+	// changed: a change nobody expected; sync.
+	changed
+	// settled: the last awaited write was observed; sync (the follow-up).
+	settled
+)
+
 // observe is called for every event that concerns pk: obj is the new state
-// (deleted says whether the event is a deletion). It reports whether pk
-// must be synced.
-func (e *expectations) observe(pk parentKey, obj *unstructured.Unstructured, deleted bool) bool {
+// (deleted says whether the event is a deletion).
+func (e *expectations) observe(pk parentKey, obj *unstructured.Unstructured, deleted bool) verdict {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ex := e.m[pk]
 	if ex == nil {
-		return true
+		return changed
 	}
 	ref := refOf(obj)
 	deleting := deleted || obj.GetDeletionTimestamp() != nil
@@ -135,18 +147,20 @@ func (e *expectations) observe(pk parentKey, obj *unstructured.Unstructured, del
 		if deleting && !deleted {
 			ex.seen[ref] = append(ex.seen[ref], obj.GetResourceVersion())
 		}
-		return false
+		return ignore
 	}
 	if want, ok := ex.want[ref]; ok && matches(want, obj.GetResourceVersion(), deleting) {
 		delete(ex.want, ref)
 		if len(ex.want) == 0 {
 			delete(e.m, pk)
-			return ex.followUp || ex.dirty
+			if ex.followUp || ex.dirty {
+				return settled
+			}
 		}
-		return false
+		return ignore
 	}
 	ex.dirty = true
-	return false
+	return ignore
 }
 
 // pending reports whether pk still waits for its own writes; expired

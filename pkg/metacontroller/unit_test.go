@@ -31,19 +31,19 @@ func TestExpectations(t *testing.T) {
 	e := newExpectations()
 
 	// No expectations: every event syncs.
-	if !e.observe(pk, a1, false) {
+	if e.observe(pk, a1, false) != changed {
 		t.Fatal("an event without expectations must sync")
 	}
 	// Events that arrive while the sync runs are matched at finish.
 	e.begin(pk)
-	if e.observe(pk, a2, false) {
+	if e.observe(pk, a2, false) != ignore {
 		t.Fatal("no sync while the sync runs")
 	}
 	resync, waiting := e.finish(pk, map[objRef]string{refOf(a2): "2", refOf(b): deletedRV}, true)
 	if resync || !waiting || !e.pending(pk) {
 		t.Fatalf("b's deletion is still awaited: resync=%v waiting=%v", resync, waiting)
 	}
-	if e.observe(pk, b, true) != true {
+	if e.observe(pk, b, true) != settled {
 		t.Fatal("the last awaited event must trigger the follow-up")
 	}
 	if e.pending(pk) {
@@ -57,7 +57,7 @@ func TestExpectations(t *testing.T) {
 		t.Fatal("nothing observed yet")
 	}
 	a3 := u("v1", "ConfigMap", "ns", "a", "3")
-	if e.observe(pk, a3, false) {
+	if e.observe(pk, a3, false) != ignore {
 		t.Fatal("own write without follow-up must not sync")
 	}
 	// ...unless something else happened meanwhile, or a sync was skipped.
@@ -66,7 +66,7 @@ func TestExpectations(t *testing.T) {
 	if !e.pending(pk) {
 		t.Fatal("want pending")
 	}
-	if !e.observe(pk, u("v1", "ConfigMap", "ns", "a", "4"), false) {
+	if e.observe(pk, u("v1", "ConfigMap", "ns", "a", "4"), false) != settled {
 		t.Fatal("a sync skipped while waiting must happen when the wait ends")
 	}
 	// Everything already observed at finish: follow-up right away.

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -32,6 +33,10 @@ const (
 	ReasonStartFailed = "StartFailed"
 	ReasonWriteFailed = "WriteFailed"
 	ReasonForbidden   = "Forbidden"
+	// ReasonPipelineError: the last pipeline run failed for some objects.
+	ReasonPipelineError = "PipelineError"
+	// ReasonKindNotFound: a source or target kind is not served (yet).
+	ReasonKindNotFound = "KindNotFound"
 )
 
 // InformerSyncTimeout bounds the wait for a new informer's initial list.
@@ -90,6 +95,7 @@ func NewRuntime(opts RuntimeOptions) *Runtime {
 func (r *Runtime) Views() *view.Store { return r.views }
 
 type running struct {
+	mu         sync.Mutex // guards ctrls, invalid, reasons and since after start
 	name       string
 	generation int64
 	cancel     context.CancelFunc
@@ -165,12 +171,6 @@ func (r *Runtime) Stop() {
 
 func (r *Runtime) stopLocked(cur *running, dropViews bool) {
 	cur.cancel()
-	for _, rc := range cur.ctrls {
-		for _, f := range rc.stop {
-			f()
-		}
-		rc.queue.ShutDown()
-	}
 	cur.done.Wait()
 	for _, name := range cur.order {
 		controller.DeleteMetrics(cur.name, name)
@@ -198,7 +198,7 @@ func (r *Runtime) resolveVersion(group, kind string) (string, error) {
 	}
 	m, err := r.opts.RESTMapper.RESTMapping(schema.GroupKind{Group: group, Kind: kind})
 	if err != nil {
-		return "", fmt.Errorf("version: discovering kind %q in group %q: %w", kind, group, err)
+		return "", &discoveryError{fmt.Errorf("version: discovering kind %q in group %q: %w", kind, group, err)}
 	}
 	return m.GroupVersionKind.Version, nil
 }
@@ -208,7 +208,6 @@ func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 	run := &running{name: op.Name, generation: op.Generation, cancel: cancel,
 		invalid: map[string]error{}, reasons: map[string]string{}, since: map[string]metav1.Time{}}
 	log := r.opts.Logger.WithValues("operator", op.Name)
-	client := routerClient{views: controller.StoreClient{Store: r.views}, kube: r.kube}
 	seen := map[string]bool{}
 	for i, spec := range op.Spec.Controllers {
 		name := spec.Name
@@ -222,39 +221,108 @@ func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 			continue
 		}
 		seen[name] = true
-		c, err := controller.New(spec, controller.Options{
-			Operator: op.Name, Index: i, Client: client,
-			ResolveVersion: r.resolveVersion,
-			Logger:         log.WithValues("controller", name),
-			Concurrency:    WriteConcurrency,
-		})
-		if err != nil {
-			run.invalid[name] = err
-			log.Error(err, "invalid controller", "controller", name)
+		reason, err := r.startOne(ctx, run, op.Name, i, spec, log.WithValues("controller", name))
+		if err == nil {
 			continue
 		}
-		if err := r.checkAccess(ctx, c); err != nil {
-			err = fmt.Errorf("spec.controllers[%d].%w", i, err)
-			run.invalid[name] = err
-			run.reasons[name] = ReasonForbidden
-			log.Error(err, "controller lacks RBAC permissions", "controller", name)
+		run.invalid[name], run.reasons[name] = err, reason
+		if reason == ReasonInvalidSpec {
 			continue
 		}
-		rc := &runningController{c: c, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[itemKey]())}
-		if err := r.startController(ctx, run, rc); err != nil {
-			run.invalid[name] = err
-			run.reasons[name] = ReasonStartFailed
-			log.Error(err, "controller failed to start", "controller", name)
-			for _, f := range rc.stop {
-				f()
+		// Kinds that are not served yet (a CRD installed later), missing
+		// RBAC permissions and failed watches may heal: retry with backoff.
+		run.done.Add(1)
+		go func(i int, spec opv1a1.Controller, name string) {
+			defer run.done.Done()
+			delay := RetryInitialDelay
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(delay):
+				}
+				reason, err := r.startOne(ctx, run, op.Name, i, spec, log.WithValues("controller", name))
+				run.mu.Lock()
+				if err == nil {
+					delete(run.invalid, name)
+					delete(run.reasons, name)
+					run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+					run.mu.Unlock()
+					log.Info("controller started after retry", "controller", name)
+					return
+				}
+				run.invalid[name], run.reasons[name] = err, reason
+				run.mu.Unlock()
+				if reason == ReasonInvalidSpec {
+					return
+				}
+				if delay *= 2; delay > RetryMaxDelay {
+					delay = RetryMaxDelay
+				}
 			}
-			rc.queue.ShutDown()
-			continue
-		}
-		run.ctrls = append(run.ctrls, rc)
+		}(i, spec, name)
 	}
-	log.Info("operator started", "controllers", len(run.ctrls), "invalid", len(run.invalid))
+	log.Info("operator started", "controllers", len(run.ctrls), "waiting", len(run.invalid))
 	return run
+}
+
+// RetryInitialDelay and RetryMaxDelay bound the backoff of retried
+// controller starts.
+const (
+	RetryInitialDelay = 2 * time.Second
+	RetryMaxDelay     = time.Minute
+)
+
+// discoveryError marks a failure to discover a kind: it may heal (a CRD
+// installed later, an API server back up), so the start is retried.
+type discoveryError struct{ err error }
+
+func (e *discoveryError) Error() string { return e.err.Error() }
+func (e *discoveryError) Unwrap() error { return e.err }
+
+// startOne compiles, checks and starts one controller; on failure it
+// returns the Ready condition's reason: InvalidSpec (permanent), Forbidden,
+// KindNotFound or StartFailed (retried).
+func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i int, spec opv1a1.Controller, log logr.Logger) (string, error) {
+	client := routerClient{views: controller.StoreClient{Store: r.views}, kube: r.kube}
+	c, err := controller.New(spec, controller.Options{
+		Operator: opName, Index: i, Client: client,
+		ResolveVersion: r.resolveVersion,
+		Logger:         log,
+		Concurrency:    WriteConcurrency,
+	})
+	if err != nil {
+		var de *discoveryError
+		if errors.As(err, &de) {
+			log.Error(err, "kind not found; retrying")
+			return ReasonKindNotFound, err
+		}
+		log.Error(err, "invalid controller")
+		return ReasonInvalidSpec, err
+	}
+	if err := r.checkAccess(ctx, c); err != nil {
+		err = fmt.Errorf("spec.controllers[%d].%w", i, err)
+		var fe *forbiddenError
+		if errors.As(err, &fe) {
+			log.Error(err, "controller lacks RBAC permissions; retrying")
+			return ReasonForbidden, err
+		}
+		log.Error(err, "checking access failed; retrying")
+		return ReasonStartFailed, err
+	}
+	rc := &runningController{c: c, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[itemKey]())}
+	if err := r.startController(ctx, run, rc); err != nil {
+		log.Error(err, "controller failed to start; retrying")
+		for _, f := range rc.stop {
+			f()
+		}
+		rc.queue.ShutDown()
+		return ReasonStartFailed, err
+	}
+	run.mu.Lock()
+	run.ctrls = append(run.ctrls, rc)
+	run.mu.Unlock()
+	return "", nil
 }
 
 func (r *Runtime) isView(gvk schema.GroupVersionKind) bool {
@@ -353,6 +421,14 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 		defer run.done.Done()
 		r.work(ctx, rc)
 	}()
+	go func() {
+		// However the operator stops, its watches and queue go with it.
+		<-ctx.Done()
+		for _, f := range rc.stop {
+			f()
+		}
+		rc.queue.ShutDown()
+	}()
 	for _, s := range c.Sources() {
 		if s.Type != opv1a1.Periodic {
 			continue
@@ -423,16 +499,17 @@ func (r *Runtime) work(ctx context.Context, rc *runningController) {
 			_, _ = rc.c.RetryFailed(ctx)
 		}
 		for _, it := range items {
-			if it.retry {
-				rc.queue.Forget(it)
-			}
 			rc.queue.Done(it)
 		}
 		if ctx.Err() != nil {
 			return
 		}
+		// Failing writes are retried with the queue's exponential backoff
+		// (5ms doubling up to 1000s); the backoff resets once all succeed.
 		if rc.c.Pending() > 0 {
-			rc.queue.AddRateLimited(itemKey{retry: true})
+			if retry || rc.queue.NumRequeues(itemKey{retry: true}) == 0 {
+				rc.queue.AddRateLimited(itemKey{retry: true})
+			}
 		} else {
 			rc.queue.Forget(itemKey{retry: true})
 		}
@@ -460,6 +537,8 @@ func (r *Runtime) Status(name string, generation int64) (opv1a1.OperatorStatus, 
 	if !ok {
 		return opv1a1.OperatorStatus{}, false
 	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
 	byName := map[string]*runningController{}
 	for _, rc := range run.ctrls {
 		byName[rc.c.Name()] = rc
@@ -478,7 +557,13 @@ func (r *Runtime) Status(name string, generation int64) (opv1a1.OperatorStatus, 
 		} else if rc := byName[name]; rc != nil {
 			cs.LastErrors = rc.c.Errors()
 			cs.Counters = rc.c.Counters()
-			if n := rc.c.Pending(); n > 0 {
+			if perr := rc.c.PipelineError(); perr != nil {
+				cond.Status, cond.Reason = metav1.ConditionFalse, ReasonPipelineError
+				cond.Message = "the last pipeline run failed for some objects: " + perr.Error()
+				if len(cond.Message) > 1024 {
+					cond.Message = cond.Message[:1021] + "..."
+				}
+			} else if n := rc.c.Pending(); n > 0 {
 				cond.Status, cond.Reason = metav1.ConditionFalse, ReasonWriteFailed
 				cond.Message = fmt.Sprintf("%d target write(s) failing", n)
 				if len(cs.LastErrors) > 0 {

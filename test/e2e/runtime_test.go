@@ -301,3 +301,59 @@ spec:
 	})
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "mirror")
 }
+
+// TestKindInstalledLater: a controller whose source kind is not served yet
+// is reported as KindNotFound and starts by itself once the CRD appears.
+func TestKindInstalledLater(t *testing.T) {
+	startManager(t)
+	mustKubectl(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: widget-watcher
+spec:
+  controllers:
+    - name: widgets
+      sources: [{apiGroup: e2e.example.com, kind: Widget}]
+      pipeline:
+        "@project":
+          metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}
+          spec: {size: "$.spec.size"}
+      target: {kind: WidgetView}
+`, "apply", "-f", "-")
+	status := func() (string, error) {
+		return kubectl(t, "", "get", "operators.dcontroller.io", "widget-watcher", "-o",
+			`jsonpath={.status.controllers[0].conditions[0].status} {.status.controllers[0].conditions[0].reason}`)
+	}
+	eventually(t, 20*time.Second, func() string {
+		if out, err := status(); err != nil || out != "False KindNotFound" {
+			return fmt.Sprintf("status %q (err %v)", out, err)
+		}
+		return ""
+	})
+	mustKubectl(t, `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.e2e.example.com
+spec:
+  group: e2e.example.com
+  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+`, "apply", "-f", "-")
+	mustKubectl(t, "", "wait", "--for", "condition=established", "--timeout=30s", "crd/widgets.e2e.example.com")
+	eventually(t, 60*time.Second, func() string {
+		if out, err := status(); err != nil || out != "True Ready" {
+			return fmt.Sprintf("status %q (err %v)", out, err)
+		}
+		return ""
+	})
+	mustKubectl(t, "", "delete", "operators.dcontroller.io", "widget-watcher")
+	mustKubectl(t, "", "delete", "crd", "widgets.e2e.example.com")
+}
