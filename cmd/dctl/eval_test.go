@@ -136,7 +136,7 @@ spec:
 	}{
 		{"unknown stage", []string{"eval", "-f", badStage, "-i", input}, 1, `operator "bad": spec.controllers[0].pipeline[1]: unknown pipeline stage "@frobnicate"`},
 		{"unknown expression operator", []string{"eval", "-f", badExpr, "-i", input}, 1, `spec.controllers[1].pipeline["@project"].metadata.name: unknown operator "@nosuchop"`},
-		{"misspelt field", []string{"eval", "-f", typo}, 1, `unknown field "pipline"`},
+		{"misspelt field", []string{"eval", "-f", typo}, 1, `unknown field "spec.controllers[0].pipline"`},
 		{"missing operator file", []string{"eval", "-f", "/nonexistent.yaml"}, 1, "no such file"},
 		{"no -f", []string{"eval"}, 1, `required flag(s) "filename" not set`},
 		{"bad output format", []string{"eval", "-f", annotator + "operator.yaml", "-o", "xml"}, 1, `unknown format "xml"`},

@@ -108,16 +108,15 @@ spec:
       - list
       - watch
       - patch
-    namespacedRules:
-      team-a:
-      - apiGroups:
-        - ""
-        resources:
-        - secrets
-        verbs:
-        - get
-        - list
-        - watch
+    - apiGroups:
+      - ""
+      resources:
+      - secrets
+      verbs:
+      - get
+      - list
+      - watch
+    namespacedRules: {}
 `
 	if stdout.String() != want {
 		t.Errorf("values:\n%s\nwant:\n%s", stdout.String(), want)
@@ -126,8 +125,10 @@ spec:
 	if code := Execute([]string{"rbac", "--offline", "-f", op, "--name", "team-rbac"}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "kind: Role\nmetadata:\n  labels:\n    app.kubernetes.io/part-of: dcontroller\n  name: team-rbac\n  namespace: team-a\n") {
-		t.Errorf("no Role in team-a:\n%s", stdout.String())
+	// The namespaced source is watched cluster-wide (one shared informer per kind).
+	if !strings.Contains(stdout.String(), "kind: ClusterRole\nmetadata:\n  labels:\n    app.kubernetes.io/part-of: dcontroller\n  name: team-rbac\n") ||
+		strings.Contains(stdout.String(), "kind: Role\n") {
+		t.Errorf("want one ClusterRole and no Role:\n%s", stdout.String())
 	}
 }
 

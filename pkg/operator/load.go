@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	sigsjson "sigs.k8s.io/json"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/object"
@@ -37,10 +39,22 @@ func DecodeOperators(r io.Reader) ([]*opv1a1.Operator, error) {
 				i+1, opv1a1.GroupVersion, tm.APIVersion, tm.Kind)
 		}
 		op := &opv1a1.Operator{}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(op); err != nil {
+		// Strict decoding as the API server does it: every unknown or
+		// duplicate field is reported with its path.
+		strict, err := sigsjson.UnmarshalStrict(raw, op, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+		if err != nil {
 			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if len(strict) > 0 {
+			msgs := make([]string, len(strict))
+			for j, e := range strict {
+				msgs[j] = e.Error()
+			}
+			name := op.Name
+			if name == "" {
+				name = "?"
+			}
+			return nil, fmt.Errorf("document %d (operator %q): %s", i+1, name, strings.Join(msgs, "; "))
 		}
 		if op.Name == "" {
 			return nil, fmt.Errorf("document %d: metadata.name: must not be empty", i+1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -142,8 +143,17 @@ func (o *Offline) Start(ctx context.Context) error {
 // Apply creates obj in the store, or updates it when it exists, then runs
 // every controller until nothing changes. Controller errors are returned
 // (joined) but do not stop the run.
+//
+// An object with metadata.deletionTimestamp set is deleted instead (it is an
+// error when it does not exist), so an input file can express a deletion.
 func (o *Offline) Apply(ctx context.Context, obj *unstructured.Unstructured) error {
 	key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	if err := controller.ValidateName(obj); err != nil {
+		return err
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		return o.Delete(ctx, obj.GroupVersionKind(), key)
+	}
 	in := obj.DeepCopy()
 	in.SetResourceVersion("")
 	if _, err := o.Store.Get(in.GroupVersionKind(), key); err == nil {
@@ -170,10 +180,15 @@ func (o *Offline) Delete(ctx context.Context, gvk schema.GroupVersionKind, key o
 
 func (o *Offline) run(ctx context.Context) error {
 	var errs []error
+	writesBefore := make([]int64, len(o.controllers))
+	for i, c := range o.controllers {
+		writesBefore[i] = c.Counters().Writes
+	}
 	for n := 0; len(o.queue) > 0; n++ {
 		if n >= o.opts.MaxEvents {
 			o.queue = nil
-			errs = append(errs, fmt.Errorf("no fixed point after %d events: the controllers keep changing each other's output", o.opts.MaxEvents))
+			errs = append(errs, fmt.Errorf("no fixed point after %d events: the controllers keep changing each other's output; busiest writers: %s",
+				o.opts.MaxEvents, o.busiest(writesBefore)))
 			break
 		}
 		ev := o.queue[0]
@@ -194,6 +209,32 @@ func (o *Offline) run(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// busiest names the controllers with the most writes since before, most first.
+func (o *Offline) busiest(before []int64) string {
+	type w struct {
+		name string
+		n    int64
+	}
+	var ws []w
+	for i, c := range o.controllers {
+		if n := c.Counters().Writes - before[i]; n > 0 {
+			ws = append(ws, w{fmt.Sprintf("operator %q controller %q (%d writes)", c.operator, c.Name(), n), n})
+		}
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].n > ws[j].n })
+	if len(ws) > 3 {
+		ws = ws[:3]
+	}
+	names := make([]string, len(ws))
+	for i, x := range ws {
+		names[i] = x.name
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // TargetKinds returns the distinct target kinds of all controllers, sorted

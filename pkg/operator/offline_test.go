@@ -79,7 +79,7 @@ spec:
       target: {kind: Counter}
 `, OfflineOptions{MaxEvents: 50})
 	err := off.Apply(context.Background(), input(t, "apiVersion: counter.view.dcontroller.io/v1alpha1\nkind: Counter\nmetadata: {name: x}\nspec: {count: 0}\n")[0])
-	if err == nil || !strings.Contains(err.Error(), "no fixed point after 50 events") {
+	if err == nil || !strings.Contains(err.Error(), `no fixed point after 50 events: the controllers keep changing each other's output; busiest writers: operator "counter" controller "inc"`) {
 		t.Fatalf("error %v", err)
 	}
 }
@@ -112,7 +112,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n", `document 1: expected apiVersion dcontroller.io/v1alpha1 and kind Operator`},
 		{"apiVersion: dcontroller.io/v1alpha1\nkind: Operator\nmetadata: {}\nspec: {controllers: []}\n", "document 1: metadata.name: must not be empty"},
 		{"", "no Operator found"},
-		{"apiVersion: dcontroller.io/v1alpha1\nkind: Operator\nmetadata: {name: a}\nspec: {controllers: [{nam: x}]}\n", `unknown field "nam"`},
+		{"apiVersion: dcontroller.io/v1alpha1\nkind: Operator\nmetadata: {name: a}\nspec: {controllers: [{nam: x}]}\n", `unknown field "spec.controllers[0].nam"`},
 		{"a: [", "document 1"},
 	} {
 		_, err := DecodeOperators(strings.NewReader(tc.in))
@@ -126,5 +126,60 @@ func TestDecodeErrors(t *testing.T) {
 	objs, err := DecodeObjects(strings.NewReader("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: a}}\n- {apiVersion: v1, kind: Pod, metadata: {name: b}}\n"))
 	if err != nil || len(objs) != 2 || objs[1].GetName() != "b" {
 		t.Errorf("List: %v %v", objs, err)
+	}
+}
+
+func TestOfflineDeletionTimestampDeletes(t *testing.T) {
+	off := mustOffline(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: copy}
+spec:
+  controllers:
+    - name: c
+      sources: [{apiGroup: "", kind: ConfigMap}]
+      pipeline: {"@project": {metadata: {name: {"@concat": ["$.metadata.name", "-copy"]}, namespace: "$.metadata.namespace"}}}
+      target: {kind: Copy}
+`, OfflineOptions{})
+	for _, obj := range input(t, `apiVersion: v1
+kind: ConfigMap
+metadata: {name: a, namespace: ns}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: b, namespace: ns}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: a, namespace: ns, deletionTimestamp: "2026-01-01T00:00:00Z"}
+`) {
+		if err := off.Apply(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := off.Result()
+	if len(res) != 1 || res[0].GetName() != "b-copy" {
+		t.Fatalf("result %v", res)
+	}
+}
+
+// A controller that grows names without bound stops where the API server
+// would: names are validated as DNS subdomains.
+func TestOfflineInvalidNamesStopGrowth(t *testing.T) {
+	off := mustOffline(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: grow}
+spec:
+  controllers:
+    - name: c
+      sources: [{apiGroup: "", kind: ConfigMap}]
+      pipeline: {"@project": {metadata: {name: {"@concat": ["$.metadata.name", "-x"]}, namespace: "$.metadata.namespace"}}}
+      target: {apiGroup: "", kind: ConfigMap}
+`, OfflineOptions{})
+	err := off.Apply(context.Background(), input(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: ns}\n")[0])
+	if err == nil || !strings.Contains(err.Error(), "metadata.name: Invalid value") || !strings.Contains(err.Error(), "must be no more than 253 characters") {
+		t.Fatalf("error %v", err)
+	}
+	if err := off.Apply(context.Background(), input(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Bad_Name, namespace: ns}\n")[0]); err == nil {
+		t.Fatal("an invalid input name was accepted")
 	}
 }
