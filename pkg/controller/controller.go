@@ -770,7 +770,8 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 	if desired == nil {
 		c.delWritten(key)
 	} else {
-		c.setWritten(key, patch)
+		// Only what the patch changes (or changed before) is ours to remove.
+		c.setWritten(key, object.OwnedLeaves(existing.Object, patch, prev))
 	}
 	if object.Equal(merged, existing.Object) {
 		return false, nil

@@ -316,3 +316,70 @@ func TestNewErrors(t *testing.T) {
 		}
 	}
 }
+
+// A Patcher that sets a field to the value it already had does not own it:
+// when its output goes away, the field stays.
+func TestPatcherLeavesFieldsItDidNotChange(t *testing.T) {
+	ctx := context.Background()
+	c, store, _ := newController(t, `
+name: copy-label
+sources: [{apiGroup: "", version: v1, kind: ConfigMap}]
+pipeline:
+  - "@select": {"@exists": "$.metadata.annotations.team"}
+  - "@project":
+      metadata:
+        name: "$.metadata.name"
+        namespace: "$.metadata.namespace"
+        labels: {team: "$.metadata.annotations.team"}
+target: {apiGroup: "", version: v1, kind: ConfigMap, type: Patcher}
+`)
+	cm := obj(cmGVK, "ns", "c", nil)
+	cm.SetLabels(map[string]string{"team": "blue"})
+	cm.SetAnnotations(map[string]string{"team": "blue"})
+	created, err := store.Create(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Handle(ctx, nil, created); err != nil {
+		t.Fatal(err)
+	}
+	// The annotation goes away: the output disappears, but the user's label stays.
+	cur, _ := store.Get(cmGVK, object.Key{Namespace: "ns", Name: "c"})
+	noAnn := cur.DeepCopy()
+	noAnn.SetAnnotations(nil)
+	if _, err := store.Update(noAnn); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Handle(ctx, cur, noAnn); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := store.Get(cmGVK, object.Key{Namespace: "ns", Name: "c"})
+	if got.GetLabels()["team"] != "blue" {
+		t.Fatalf("the Patcher removed a label it never changed: %v", got.GetLabels())
+	}
+	// A value the Patcher did change is removed with its output.
+	red := got.DeepCopy()
+	red.SetAnnotations(map[string]string{"team": "red"})
+	if _, err := store.Update(red); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Handle(ctx, got, red); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = store.Get(cmGVK, object.Key{Namespace: "ns", Name: "c"})
+	if got.GetLabels()["team"] != "red" {
+		t.Fatalf("label %v", got.GetLabels())
+	}
+	plain := got.DeepCopy()
+	plain.SetAnnotations(nil)
+	if _, err := store.Update(plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Handle(ctx, got, plain); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = store.Get(cmGVK, object.Key{Namespace: "ns", Name: "c"})
+	if _, ok := got.GetLabels()["team"]; ok {
+		t.Fatalf("a label the Patcher set was kept: %v", got.GetLabels())
+	}
+}

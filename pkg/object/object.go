@@ -337,3 +337,37 @@ func toFloat(v any) (float64, bool) {
 
 // HasPath reports whether the path of keys exists in m.
 func HasPath(m map[string]any, p []string) bool { return hasPath(m, p) }
+
+// GetPath returns the value at a path of keys and whether it exists.
+func GetPath(m map[string]any, p []string) (any, bool) {
+	cur := any(m)
+	for _, k := range p {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = mm[k]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// OwnedLeaves returns the part of a merge patch that a writer owns after
+// applying it to existing: the leaves it owned before (in prev) and the
+// leaves whose value in existing differs from the patch (the ones the patch
+// changes). A leaf that already held the patch's value belongs to whoever
+// set it, so removing the patch later must not remove it.
+func OwnedLeaves(existing, patch, prev map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, p := range LeafPaths(patch) {
+		v, _ := GetPath(patch, p)
+		if !HasPath(prev, p) {
+			if cur, ok := GetPath(existing, p); ok && Equal(cur, v) {
+				continue
+			}
+		}
+		setPath(out, p, DeepCopy(v))
+	}
+	return out
+}
