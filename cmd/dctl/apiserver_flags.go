@@ -118,6 +118,10 @@ func runStandalone(ctx context.Context, af *apiServerFlags, ops []*opv1a1.Operat
 		cancel()
 		errCh <- err
 	}()
-	runOperators(ctx, rt, ops, log)
+	if err := runOperators(ctx, rt, ops, log); err != nil {
+		cancel()
+		<-errCh
+		return err
+	}
 	return <-errCh
 }

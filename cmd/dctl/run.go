@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"os/signal"
 	"syscall"
 	"time"
@@ -88,8 +89,7 @@ func runRun(ctx context.Context, f *managerFlags, af *apiServerFlags, ops []*opv
 		return err
 	}
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		runOperators(ctx, rt, ops, log)
-		return nil
+		return runOperators(ctx, rt, ops, log)
 	}))
 	if err != nil {
 		return err
@@ -99,9 +99,27 @@ func runRun(ctx context.Context, f *managerFlags, af *apiServerFlags, ops []*opv
 
 // runOperators starts the operators on rt, logs each controller's status
 // when it changes, and stops them when ctx ends.
-func runOperators(ctx context.Context, rt *operator.Runtime, ops []*opv1a1.Operator, log logr.Logger) {
+// runOperators runs ops until ctx ends, logging status changes. It fails at
+// once when no controller of any operator can ever run (every one has an
+// invalid spec).
+func runOperators(ctx context.Context, rt *operator.Runtime, ops []*opv1a1.Operator, log logr.Logger) error {
 	for _, op := range ops {
 		rt.Upsert(ctx, op)
+	}
+	var invalid []string
+	total := 0
+	for _, op := range ops {
+		st, _ := rt.Status(op.Name, op.Generation)
+		for _, cs := range st.Controllers {
+			total++
+			if c := cs.Conditions[0]; c.Reason == operator.ReasonInvalidSpec {
+				invalid = append(invalid, fmt.Sprintf("operator %q: %s", op.Name, c.Message))
+			}
+		}
+	}
+	if total > 0 && len(invalid) == total {
+		rt.Stop()
+		return fmt.Errorf("no controller can run:\n  %s", strings.Join(invalid, "\n  "))
 	}
 	last := map[string]string{}
 	t := time.NewTicker(2 * time.Second)
@@ -125,7 +143,7 @@ func runOperators(ctx context.Context, rt *operator.Runtime, ops []*opv1a1.Opera
 		select {
 		case <-ctx.Done():
 			rt.Stop()
-			return
+			return nil
 		case <-t.C:
 		}
 	}
