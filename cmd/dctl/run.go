@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 

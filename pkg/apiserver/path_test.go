@@ -1,8 +1,12 @@
 package apiserver
 
 import (
+	"flag"
+	"io"
 	"net/http"
 	"testing"
+
+	"k8s.io/klog/v2"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -49,6 +53,7 @@ func TestParseRequestPath(t *testing.T) {
 // FuzzParseRequestPath: the request path parser never panics, and every
 // target it resolves round-trips through its canonical URL.
 func FuzzParseRequestPath(f *testing.F) {
+	quietKlog()
 	for _, seed := range [][2]string{
 		{"GET", "/apis/op.view.dcontroller.io/v1alpha1/namespaces/ns/summaries/a"},
 		{"GET", "/apis/op.view.dcontroller.io/v1alpha1/summaries?watch=1&resourceVersion=10"},
@@ -98,4 +103,13 @@ func FuzzParseRequestPath(f *testing.F) {
 			t.Fatalf("%s %q -> %+v; its URL %s %q -> %+v, %v", method, rawURL, target, m, target.URL(), again, err)
 		}
 	})
+}
+
+// quietKlog drops the request-info parser's logs of malformed queries.
+func quietKlog() {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	klog.SetOutput(io.Discard)
 }

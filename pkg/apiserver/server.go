@@ -402,9 +402,10 @@ func (s *Server) sync() {
 		}
 		return true
 	})
+	// OpenAPI first: a client that discovers a kind finds its schema.
+	s.publishOpenAPI(next)
 	s.resources.Store(next)
 	s.publishDiscovery(prev, next)
-	s.publishOpenAPI(next)
 	var names []string
 	for gvr := range next.byGVR {
 		names = append(names, gvr.GroupResource().String())

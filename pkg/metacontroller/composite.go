@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -193,7 +194,9 @@ func (c *composite) onParent(old, obj *unstructured.Unstructured) {
 		return
 	}
 	pk := c.keyOf(obj)
-	c.log.V(3).Info("parent event", "parent", pk.String(), "resourceVersion", obj.GetResourceVersion())
+	if v := c.log.V(3); v.Enabled() {
+		v.Info("parent event", "parent", pk.String(), "resourceVersion", obj.GetResourceVersion())
+	}
 	switch c.exp.observe(pk, obj, false) {
 	case ignore:
 		return
@@ -232,7 +235,9 @@ func (c *composite) onChild(old, obj *unstructured.Unstructured) {
 	if old != nil && obj != nil && old.GetResourceVersion() == obj.GetResourceVersion() {
 		return
 	}
-	c.log.V(3).Info("child event", "kind", cur.GetKind(), "child", describe(cur), "resourceVersion", cur.GetResourceVersion(), "deleted", deleted)
+	if v := c.log.V(3); v.Enabled() {
+		v.Info("child event", "kind", cur.GetKind(), "child", describe(cur), "resourceVersion", cur.GetResourceVersion(), "deleted", deleted)
+	}
 	seen := map[parentKey]bool{}
 	for _, o := range []*unstructured.Unstructured{old, obj} {
 		if o == nil {
@@ -475,11 +480,12 @@ func hasRef(w writes, o *unstructured.Unstructured) bool {
 	return ok
 }
 
+// lower turns a hook name ("Sync") into its spec field ("sync").
 func lower(s string) string {
 	if s == "" {
 		return s
 	}
-	return string(s[0]+'a'-'A') + s[1:]
+	return strings.ToLower(s[:1]) + s[1:]
 }
 
 // call sends a sync or finalize request for parent.

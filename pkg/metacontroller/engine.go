@@ -88,11 +88,12 @@ type engine struct {
 	exp   *expectations
 	sync  func(ctx context.Context, pk parentKey) error
 
-	mu      sync.Mutex
-	states  map[parentKey]*parentState
-	watches []*watch
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	states   map[parentKey]*parentState
+	watches  []*watch
+	noStatus map[schema.GroupVersionKind]bool // kinds without a status subresource
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 func newEngine(d deps, name string) *engine {

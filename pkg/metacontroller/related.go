@@ -3,7 +3,6 @@ package metacontroller
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,11 +24,10 @@ type relatedRule struct {
 	namespace string
 	// none: the rule can select nothing (a namespace other than a namespaced
 	// parent's, or a cluster-scoped resource for a namespaced parent).
-	none    bool
-	labels  labels.Selector // nil: not used
-	nsSel   labels.Selector // nil: not used
-	names   map[string]bool // nil: not used
-	stateOf parentKey
+	none   bool
+	labels labels.Selector // nil: not used
+	nsSel  labels.Selector // nil: not used
+	names  map[string]bool // nil: not used
 }
 
 // related manages the customize hook and the watches of related kinds of
@@ -75,7 +73,7 @@ func (r *related) rules(ctx context.Context, pk parentKey, parent *unstructured.
 		if err != nil {
 			return nil, invalidResponse("customize", err)
 		}
-		rule := relatedRule{res: res, namespace: rr.Namespace, stateOf: pk}
+		rule := relatedRule{res: res, namespace: rr.Namespace}
 		if rr.LabelSelector != nil && len(rr.Names) > 0 {
 			return nil, invalidResponse("customize", fmt.Errorf("%s: set labelSelector or names, not both", path))
 		}
@@ -235,12 +233,4 @@ func (r *related) objects(rules []relatedRule, version mcv1a1.HookVersion, paren
 		}
 	}
 	return m, all, nil
-}
-
-func (r *related) String() string {
-	var kinds []string
-	for gvk := range r.watches {
-		kinds = append(kinds, gvk.Kind)
-	}
-	return strings.Join(kinds, ",")
 }

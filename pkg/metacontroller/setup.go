@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -58,7 +59,9 @@ type runner struct {
 // annotations restarts it. The controllers use mgr's shared informer cache
 // for reads, its client for writes, its API reader for the Secrets and
 // ConfigMaps that webhooks name, and its RESTMapper for discovery. The
-// types must be in mgr's scheme (operator.NewScheme adds them).
+// types must be in mgr's scheme (operator.NewScheme adds them). When the
+// metacontroller.k8s.io CRDs are not installed, Setup logs it and registers
+// nothing; other discovery errors are returned.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
@@ -68,6 +71,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
 		recorder: mgr.GetEventRecorder("dcontroller-metacontroller"), log: log, workers: opts.Workers,
 	}}
+	// Without the CRDs the controllers could not start their watches and
+	// would stop the whole manager: run without them instead.
+	for _, kind := range []string{"CompositeController", "DecoratorController", "ControllerRevision"} {
+		if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: mcv1a1.GroupName, Kind: kind}, mcv1a1.Version); err != nil {
+			if meta.IsNoMatchError(err) {
+				log.Info("the metacontroller.k8s.io CRDs are not installed: CompositeController and DecoratorController are disabled (apply config/crd/ and restart)", "missing", kind)
+				return nil
+			}
+			return fmt.Errorf("discovering %s.%s: %w", kind, mcv1a1.GroupName, err)
+		}
+	}
 	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
 	skip := controller.Options{SkipNameValidation: ptr.To(true)}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("metacontroller-compositecontroller").

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,6 +62,16 @@ func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructu
 	if apply.Equal(cur, next) {
 		return parent, nil
 	}
+	if observedGeneration && e.noStatusSubresource(parent.GroupVersionKind()) {
+		// Without a status subresource every status write bumps the
+		// generation: comparing observedGeneration would write forever.
+		a, b := runtime.DeepCopyJSON(next), runtime.DeepCopyJSON(cur)
+		delete(a, "observedGeneration")
+		delete(b, "observedGeneration")
+		if apply.Equal(a, b) {
+			return parent, nil
+		}
+	}
 	obj := parent.DeepCopy()
 	obj.Object["status"] = next
 	if err := e.updateStatus(ctx, obj); err != nil {
@@ -80,10 +91,24 @@ func (e *engine) updateStatus(ctx context.Context, obj *unstructured.Unstructure
 		probe.SetGroupVersionKind(obj.GroupVersionKind())
 		if gerr := e.reader.Get(ctx, keyOf(obj), probe); gerr == nil {
 			// The object exists: the kind has no status subresource.
+			e.mu.Lock()
+			if e.noStatus == nil {
+				e.noStatus = map[schema.GroupVersionKind]bool{}
+			}
+			e.noStatus[obj.GroupVersionKind()] = true
+			e.mu.Unlock()
 			return e.client.Update(ctx, obj)
 		}
 	}
 	return err
+}
+
+// noStatusSubresource reports whether a status write of the kind had to
+// fall back to an update of the whole object.
+func (e *engine) noStatusSubresource(gvk schema.GroupVersionKind) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.noStatus[gvk]
 }
 
 func describe(o metav1.Object) string {

@@ -174,7 +174,8 @@ data: {value: old, keep: me}
 
 	// Deleting the controller stops it and leaves the children.
 	mustKubectl(t, "", "delete", "compositecontroller", "bundle-controller")
-	time.Sleep(time.Second)
+	settle(t, h2.calls.Load)
+	time.Sleep(2 * time.Second) // the controller stops
 	before := h2.calls.Load()
 	mustKubectl(t, bundleYAML("{a: '11'}"), "apply", "-f", "-")
 	time.Sleep(2 * time.Second)

@@ -134,13 +134,31 @@ func listObjs(t *testing.T, apiVersion, kind, ns string) []unstructured.Unstruct
 	return l.Items
 }
 
-// stable asserts that the hook gets no call during d (no hot loop).
+// stable asserts that the hook settles (a second without calls within 15s)
+// and then gets no call during d: no hot loop.
 func stable(t *testing.T, h *hookServer, d time.Duration) {
 	t.Helper()
+	settle(t, h.calls.Load)
 	before := h.calls.Load()
 	time.Sleep(d)
 	if after := h.calls.Load(); after != before {
 		t.Fatalf("hook called %d times in %s with nothing changing (hot loop)", after-before, d)
+	}
+}
+
+// settle waits until calls() stays the same for a second (at most 15s).
+func settle(t *testing.T, calls func() int64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	last, since := calls(), time.Now()
+	for time.Since(since) < time.Second {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hook never stops being called (hot loop): %d calls", last)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n := calls(); n != last {
+			last, since = n, time.Now()
+		}
 	}
 }
 

@@ -145,6 +145,7 @@ func TestMetacontrollerPythonPodService(t *testing.T) {
 	if str(path(svc.Object, "spec.clusterIP")) == "" {
 		t.Error("the API server's clusterIP is missing")
 	}
+	settle(t, func() int64 { return int64(pythonCalls(t, base)) })
 	calls := pythonCalls(t, base)
 	time.Sleep(2 * time.Second)
 	if n := pythonCalls(t, base); n != calls {

@@ -143,3 +143,60 @@ func TestMetacontrollerRollingRecreate(t *testing.T) {
 	})
 	stable(t, h, 2*time.Second)
 }
+
+// TestMetacontrollerRollingInPlace: RollingInPlace updates one Worker at a
+// time in place (same UID) and pauses while an updated Worker is not Ready.
+func TestMetacontrollerRollingInPlace(t *testing.T) {
+	const ns = "e2e-mc-rolling-inplace"
+	installCRD(t, "Worker", "workers", "Namespaced")
+	installCRD(t, "RollSet", "rollsets", "Namespaced")
+	mustKubectl(t, "", "create", "namespace", ns)
+	startManager(t)
+	h := newHookServer(t, rollSetHook)
+	applyMC(t, strings.ReplaceAll(strings.Replace(fmt.Sprintf(rollSetCC, h.URL), "RollingRecreate", "RollingInPlace", 1),
+		"rollset-controller", "rollset-inplace"))
+	parent := func(v string) string { return strings.Replace(rollSetYAML(v), "e2e-mc-rolling", ns, 1) }
+	mustKubectl(t, parent("v1"), "apply", "-f", "-")
+	state := func() string {
+		var out []string
+		for _, w := range listObjs(t, "e2e.dcontroller.io/v1", "Worker", ns) {
+			out = append(out, w.GetName()+"="+str(path(w.Object, "spec.version")))
+		}
+		sort.Strings(out)
+		return strings.Join(out, ",")
+	}
+	want := func(v string) func() string {
+		return func() string {
+			if got := state(); got != v {
+				return "workers " + got + ", want " + v
+			}
+			return ""
+		}
+	}
+	ready := func(name string) {
+		mustKubectl(t, "", "-n", ns, "patch", "workers.e2e.dcontroller.io", name, "--subresource=status", "--type=merge",
+			"-p", `{"status":{"conditions":[{"type":"Ready","status":"True"}]}}`)
+	}
+	eventually(t, 30*time.Second, want("web-0=v1,web-1=v1,web-2=v1"))
+	uids := map[string]string{}
+	for _, w := range listObjs(t, "e2e.dcontroller.io/v1", "Worker", ns) {
+		uids[w.GetName()] = string(w.GetUID())
+	}
+	ready("web-0") // web-1 and web-2 are not Ready
+
+	// web-0 is updated and stays Ready, so web-1 follows; web-1 is not
+	// Ready, so the rollout pauses before web-2.
+	mustKubectl(t, parent("v2"), "apply", "-f", "-")
+	eventually(t, 30*time.Second, want("web-0=v2,web-1=v2,web-2=v1"))
+	time.Sleep(2 * time.Second)
+	if got := state(); got != "web-0=v2,web-1=v2,web-2=v1" {
+		t.Fatalf("the rollout went on while web-1 is not Ready: %s", got)
+	}
+	ready("web-1")
+	eventually(t, 30*time.Second, want("web-0=v2,web-1=v2,web-2=v2"))
+	for _, w := range listObjs(t, "e2e.dcontroller.io/v1", "Worker", ns) {
+		if uids[w.GetName()] != string(w.GetUID()) {
+			t.Errorf("%s was recreated; RollingInPlace updates in place", w.GetName())
+		}
+	}
+}

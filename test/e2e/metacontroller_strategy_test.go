@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,6 +83,7 @@ func TestMetacontrollerUpdateStrategies(t *testing.T) {
 	}
 
 	// A status-only change of the parent is ignored.
+	settle(t, h.calls.Load)
 	calls := h.calls.Load()
 	mustKubectl(t, "", "-n", ns, "patch", "strategies.e2e.dcontroller.io", "s", "--subresource=status", "--type=merge", "-p", `{"status":{"note":"x"}}`)
 	time.Sleep(2 * time.Second)
@@ -96,4 +98,37 @@ func TestMetacontrollerUpdateStrategies(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestMetacontrollerStatusWithoutSubresource: a parent kind without a status
+// subresource gets its status through an update of the whole object, and
+// the generation bump that causes does not make the controller write again.
+func TestMetacontrollerStatusWithoutSubresource(t *testing.T) {
+	const ns = "e2e-mc-nostatus"
+	crd := strings.Replace(crdYAML("Plain", "plains", "Namespaced"), "      subresources: {status: {}}\n", "", 1)
+	mustKubectl(t, crd, "apply", "-f", "-")
+	mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/plains.e2e.dcontroller.io")
+	mustKubectl(t, "", "create", "namespace", ns)
+	startManager(t)
+	h := newHookServer(t, func(req map[string]any) any {
+		return map[string]any{"status": map[string]any{"seen": path(req, "parent.spec.v")}}
+	})
+	applyMC(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: plain-controller}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: e2e.dcontroller.io/v1, resource: plains}
+  hooks:
+    sync: {webhook: {url: %s}}
+`, h.URL))
+	mustKubectl(t, "apiVersion: e2e.dcontroller.io/v1\nkind: Plain\nmetadata: {name: p, namespace: "+ns+"}\nspec: {v: one}\n", "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		p, err := getObj(t, "e2e.dcontroller.io/v1", "Plain", ns, "p")
+		if err != nil || str(path(p.Object, "status.seen")) != "one" {
+			return fmt.Sprintf("status %v (%v)", p.Object["status"], err)
+		}
+		return ""
+	})
+	stable(t, h, 2*time.Second)
 }
