@@ -600,7 +600,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	sv := v.(*served)
-	namespacedReq := target.Namespace != ""
+	// A Namespace's own path carries its name as the request's namespace.
+	namespacedReq := target.Namespace != "" && !(gvr == namespacesGVR && target.Namespace == target.Name)
 	switch {
 	case !r.namespaced && namespacedReq:
 		s.notFound(w, req)

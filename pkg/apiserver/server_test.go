@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -10,8 +11,13 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/view"
@@ -256,5 +262,212 @@ func TestOpenAPI(t *testing.T) {
 	code, v2 := get(t, base+"/openapi/v2", "application/json")
 	if code != 200 || !strings.Contains(v2, `"io.dcontroller.view.op.v1alpha1.Summary"`) || !strings.Contains(v2, `"application/apply-patch+yaml"`) {
 		t.Errorf("v2 document: %d %.500s", code, v2)
+	}
+}
+
+// TestWatchBookmarksAndWatchList: a watch with allowWatchBookmarks gets
+// BOOKMARK events while quiet; a watch-list request (sendInitialEvents)
+// gets the current state, then a bookmark annotated
+// k8s.io/initial-events-end.
+func TestWatchBookmarksAndWatchList(t *testing.T) {
+	store := view.NewStore()
+	for _, n := range []string{"a", "b"} {
+		if _, err := store.Create(summary("default", n, map[string]any{"n": int64(1)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, base := testServer(t, store, Options{BookmarkInterval: 100 * time.Millisecond})
+	coll := base + "/apis/op.view.dcontroller.io/v1alpha1/namespaces/default/summaries"
+	_, body := get(t, coll+"?watch=true&allowWatchBookmarks=true&resourceVersion="+store.ResourceVersion()+"&timeoutSeconds=1", "")
+	if !strings.Contains(body, `"type":"BOOKMARK"`) || strings.Contains(body, `"type":"ADDED"`) {
+		t.Errorf("quiet watch with bookmarks:\n%s", body)
+	}
+	code, body := get(t, coll+"?watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1", "")
+	if code != 200 || strings.Count(body, `"type":"ADDED"`) != 2 || !strings.Contains(body, `"k8s.io/initial-events-end":"true"`) {
+		t.Errorf("watch list: %d\n%s", code, body)
+	}
+	// A bookmark's resourceVersion resumes the watch.
+	var ev struct {
+		Type   string
+		Object struct {
+			Metadata struct{ ResourceVersion string }
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		_ = json.Unmarshal([]byte(line), &ev)
+	}
+	if _, err := store.Update(summary("default", "a", map[string]any{"n": int64(2)})); err != nil {
+		t.Fatal(err)
+	}
+	_, body = get(t, coll+"?watch=true&timeoutSeconds=1&resourceVersion="+ev.Object.Metadata.ResourceVersion, "")
+	if strings.Count(body, `"type":`) != 1 || !strings.Contains(body, `"type":"MODIFIED"`) {
+		t.Errorf("watch resumed from bookmark %s:\n%s", ev.Object.Metadata.ResourceVersion, body)
+	}
+}
+
+// TestInformer: a client-go dynamic informer (reflector list+watch with
+// bookmarks) syncs from the server and follows the store.
+func TestInformer(t *testing.T) {
+	store := view.NewStore()
+	if _, err := store.Create(summary("default", "a", nil)); err != nil {
+		t.Fatal(err)
+	}
+	_, base := testServer(t, store, Options{BookmarkInterval: 200 * time.Millisecond})
+	dc, err := dynamic.NewForConfig(&rest.Config{Host: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := summaryGVK.GroupVersion().WithResource("summaries")
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(dc, 0)
+	inf := factory.ForResource(gvr)
+	var mu sync.Mutex
+	seen := map[string]string{}
+	_, _ = inf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[o.(*unstructured.Unstructured).GetName()] = "added"
+		},
+		UpdateFunc: func(_, o any) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[o.(*unstructured.Unstructured).GetName()] = "updated"
+		},
+		DeleteFunc: func(o any) {
+			mu.Lock()
+			defer mu.Unlock()
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				seen[u.GetName()] = "deleted"
+			}
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+	_, _ = store.Create(summary("default", "b", nil))
+	_, _ = store.Update(summary("default", "a", map[string]any{"x": "y"}))
+	_ = store.Delete(summaryGVK, objectKey("default", "b"))
+	waitFor(t, "informer events", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen["a"] == "updated" && seen["b"] == "deleted"
+	})
+	// The dynamic client writes too.
+	if _, err := dc.Resource(gvr).Namespace("default").Create(ctx, summary("default", "c", map[string]any{"k": "v"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.Get(summaryGVK, objectKey("default", "c")); err != nil || got.GetUID() == "" {
+		t.Errorf("created through the API: %v %v", got, err)
+	}
+}
+
+// TestWrites covers the write paths' checks and the concurrency of patches.
+func TestWrites(t *testing.T) {
+	store := view.NewStore()
+	_, base := testServer(t, store, Options{Kinds: func() []schema.GroupVersionKind { return []schema.GroupVersionKind{summaryGVK} }})
+	coll := base + "/apis/op.view.dcontroller.io/v1alpha1/namespaces/default/summaries"
+	const js = "application/json"
+	obj := func(meta string) string {
+		return `{"apiVersion":"op.view.dcontroller.io/v1alpha1","kind":"Summary","metadata":{` + meta + `},"spec":{"n":1}}`
+	}
+	cases := []struct {
+		name, method, url, ct, body string
+		code                        int
+		want                        string
+	}{
+		{"generateName", "POST", coll, js, obj(`"generateName":"gen-"`), 201, `"name":"gen-`},
+		{"create", "POST", coll, js, obj(`"name":"a","labels":{"k":"v"}`), 201, `"generation":1`},
+		{"duplicate", "POST", coll, js, obj(`"name":"a"`), 409, `"reason":"AlreadyExists"`},
+		{"resourceVersion on create", "POST", coll, js, obj(`"name":"b","resourceVersion":"5"`), 400, "resourceVersion should not be set"},
+		{"invalid label", "POST", coll, js, obj(`"name":"c","labels":{"bad key!":"v"}`), 422, `"reason":"Invalid"`},
+		{"invalid name", "POST", coll, js, obj(`"name":"a/b"`), 422, `"reason":"Invalid"`},
+		{"wrong kind", "POST", coll, js, `{"apiVersion":"op.view.dcontroller.io/v1alpha1","kind":"Other","metadata":{"name":"x"}}`, 400, "does not match the resource"},
+		{"wrong group", "POST", coll, js, `{"apiVersion":"x/v1","kind":"Summary","metadata":{"name":"x"}}`, 400, ""},
+		{"namespace mismatch", "POST", coll, js, obj(`"name":"x","namespace":"other"`), 400, "does not match the namespace"},
+		{"name mismatch on update", "PUT", coll + "/a", js, obj(`"name":"z"`), 400, "does not match the name"},
+		{"stale update", "PUT", coll + "/a", js, obj(`"name":"a","resourceVersion":"1"`), 409, `"reason":"Conflict"`},
+		{"update of a missing object", "PUT", coll + "/nope", js, obj(`"name":"nope"`), 404, `"reason":"NotFound"`},
+		{"merge patch", "PATCH", coll + "/a", "application/merge-patch+json", `{"spec":{"m":2}}`, 200, `"m":2`},
+		{"json patch", "PATCH", coll + "/a", "application/json-patch+json", `[{"op":"add","path":"/spec/j","value":3}]`, 200, `"j":3`},
+		{"strategic patch as merge", "PATCH", coll + "/a", "application/strategic-merge-patch+json", `{"spec":{"s":4,"n":null}}`, 200, `"s":4`},
+		{"strategic directive", "PATCH", coll + "/a", "application/strategic-merge-patch+json", `{"spec":{"$patch":"replace"}}`, 415, "directives"},
+		{"apply", "PATCH", coll + "/applied?fieldManager=me", "application/apply-patch+yaml", "apiVersion: op.view.dcontroller.io/v1alpha1\nkind: Summary\nmetadata:\n  name: applied\nspec:\n  a: 1\n", 201, `"manager":"me"`},
+		{"dry-run delete", "DELETE", coll + "/a?dryRun=All", "", "", 200, `"name":"a"`},
+		{"delete with a stale precondition", "DELETE", coll + "/a", js, `{"preconditions":{"resourceVersion":"1"}}`, 409, "precondition"},
+		{"subresource", "GET", coll + "/a/status", "", "", 404, ""},
+		{"cluster-wide get", "GET", base + "/apis/op.view.dcontroller.io/v1alpha1/summaries/a", "", "", 404, ""},
+		{"unknown field selector", "GET", coll + "?fieldSelector=spec.n%3D1", "", "", 400, "field label not supported"},
+		{"exact list of an old version", "GET", coll + "?resourceVersion=1&resourceVersionMatch=Exact", "", "", 410, "Expired"},
+	}
+	for _, c := range cases {
+		code, body := do(t, c.method, c.url, c.ct, c.body)
+		if code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %s; want %d containing %q", c.name, code, body, c.code, c.want)
+		}
+	}
+	got, _ := store.Get(summaryGVK, objectKey("default", "a"))
+	if spec := got.Object["spec"].(map[string]any); spec["n"] != nil || spec["s"] != int64(4) || got.GetGeneration() != 4 {
+		t.Errorf("after the patches: %v generation %d", got.Object["spec"], got.GetGeneration())
+	}
+
+	// Concurrent merge patches of different fields are all applied: a
+	// patch that raced with another is re-applied to the new state.
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, body := do(t, "PATCH", coll+"/a", "application/merge-patch+json", fmt.Sprintf(`{"metadata":{"labels":{"p%d":"x"}}}`, i)); code != 200 {
+				t.Errorf("concurrent patch %d: %d %s", i, code, body)
+			}
+		}()
+	}
+	wg.Wait()
+	got, _ = store.Get(summaryGVK, objectKey("default", "a"))
+	if n := len(got.GetLabels()); n != 21 {
+		t.Errorf("%d labels after 20 concurrent patches, want 21: %v", n, got.GetLabels())
+	}
+	if code, body := do(t, "DELETE", coll+"?labelSelector=k%3Dv", "", ""); code != 200 || !strings.Contains(body, `"name":"a"`) {
+		t.Errorf("deletecollection: %d %s", code, body)
+	}
+	if _, err := store.Get(summaryGVK, objectKey("default", "a")); err == nil {
+		t.Error("deletecollection left the selected object")
+	}
+}
+
+// TestNativeKinds: in standalone mode built-in kinds are served at their
+// usual paths, with their scope and short names, and take kubectl's
+// strategic merge patches with the merge keys of their Go types.
+func TestNativeKinds(t *testing.T) {
+	store := view.NewStore()
+	pod := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	ns := schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
+	_, base := testServer(t, store, Options{ServeNativeKinds: true, Kinds: func() []schema.GroupVersionKind { return []schema.GroupVersionKind{pod, ns} }})
+	code, body := get(t, base+"/api/v1", "")
+	if code != 200 || !strings.Contains(body, `"name":"pods","singularName":"pod","namespaced":true`) || !strings.Contains(body, `"shortNames":["po"]`) ||
+		!strings.Contains(body, `"name":"namespaces","singularName":"namespace","namespaced":false`) {
+		t.Errorf("/api/v1: %d %s", code, body)
+	}
+	if _, agg := get(t, base+"/api", aggregatedAccept); !strings.Contains(agg, `"resource":"pods"`) {
+		t.Errorf("aggregated /api: %s", agg)
+	}
+	pods := base + "/api/v1/namespaces/default/pods"
+	podJSON := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x"},{"name":"b","image":"y"}]}}`
+	if code, body := do(t, "POST", pods, "application/json", podJSON); code != 201 {
+		t.Fatalf("create pod: %d %s", code, body)
+	}
+	// Strategic merge: container b's image changes, a is kept (merge key name).
+	code, body = do(t, "PATCH", pods+"/p", "application/strategic-merge-patch+json", `{"spec":{"containers":[{"name":"b","image":"z"}]}}`)
+	if code != 200 || !strings.Contains(body, `{"image":"x","name":"a"}`) || !strings.Contains(body, `{"image":"z","name":"b"}`) {
+		t.Errorf("strategic merge patch: %d %s", code, body)
+	}
+	if code, body := do(t, "POST", base+"/api/v1/namespaces", "application/json", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team"}}`); code != 201 {
+		t.Errorf("create namespace: %d %s", code, body)
+	}
+	if code, _ := get(t, base+"/api/v1/namespaces/team", ""); code != 200 {
+		t.Errorf("get namespace: %d", code)
 	}
 }
