@@ -133,27 +133,50 @@ func (o ListOptions) Matches(obj *unstructured.Unstructured) bool {
 // selection: a Watch from that version sees every later change.
 func (s *Store) Select(gvk schema.GroupVersionKind, opts ListOptions) ([]*unstructured.Unstructured, string) {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]*unstructured.Unstructured, 0, len(s.objects[gvk]))
+	sel := make([]keyed, 0, len(s.objects[gvk]))
 	for key, obj := range s.objects[gvk] {
 		if opts.Namespace != "" && key.Namespace != opts.Namespace {
 			continue
 		}
 		if opts.Matches(obj) {
-			out = append(out, obj.DeepCopy())
+			sel = append(sel, keyed{key, obj})
 		}
 	}
-	sortObjects(out)
-	return out, strconv.FormatInt(s.rv, 10)
+	rv := strconv.FormatInt(s.rv, 10)
+	s.mu.RUnlock()
+	// Stored objects are never modified in place (a write replaces them),
+	// so they are sorted and copied outside the lock.
+	sortKeyed(sel)
+	out := make([]*unstructured.Unstructured, len(sel))
+	for i, k := range sel {
+		out[i] = k.obj.DeepCopy()
+	}
+	return out, rv
+}
+
+type keyed struct {
+	key object.Key
+	obj *unstructured.Unstructured
+}
+
+func sortKeyed(objs []keyed) {
+	sort.Slice(objs, func(i, j int) bool {
+		if objs[i].key.Namespace != objs[j].key.Namespace {
+			return objs[i].key.Namespace < objs[j].key.Namespace
+		}
+		return objs[i].key.Name < objs[j].key.Name
+	})
 }
 
 func sortObjects(objs []*unstructured.Unstructured) {
-	sort.Slice(objs, func(i, j int) bool {
-		if objs[i].GetNamespace() != objs[j].GetNamespace() {
-			return objs[i].GetNamespace() < objs[j].GetNamespace()
-		}
-		return objs[i].GetName() < objs[j].GetName()
-	})
+	sel := make([]keyed, len(objs))
+	for i, o := range objs {
+		sel[i] = keyed{object.Key{Namespace: o.GetNamespace(), Name: o.GetName()}, o}
+	}
+	sortKeyed(sel)
+	for i := range sel {
+		objs[i] = sel[i].obj
+	}
 }
 
 // Preconditions must hold for DeleteIf to delete: an empty field is not

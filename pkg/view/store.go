@@ -122,18 +122,7 @@ func (s *Store) Get(gvk schema.GroupVersionKind, key object.Key) (*unstructured.
 
 // List returns deep copies of all objects of a kind, sorted by namespace and name.
 func (s *Store) List(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]*unstructured.Unstructured, 0, len(s.objects[gvk]))
-	for _, obj := range s.objects[gvk] {
-		out = append(out, obj.DeepCopy())
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].GetNamespace() != out[j].GetNamespace() {
-			return out[i].GetNamespace() < out[j].GetNamespace()
-		}
-		return out[i].GetName() < out[j].GetName()
-	})
+	out, _ := s.Select(gvk, ListOptions{})
 	return out
 }
 

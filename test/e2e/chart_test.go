@@ -279,13 +279,15 @@ func scopedValues(t *testing.T) (string, *rbac.Rules) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A namespaced source, so that the values also carry a Role.
-	ns := "chart-team"
-	ops[0].Spec.Controllers[0].Sources[0].Namespace = &ns
 	rules, err := rbac.Compute(ops, rbac.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Sources are granted cluster-wide (shared informers); a namespaced
+	// rule, as a hook's Secret reference needs, makes the values carry a Role.
+	rules.Namespaced["chart-team"] = []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"hook-ca"}, Verbs: []string{"get"},
+	}}
 	vals, err := rules.HelmValues()
 	if err != nil {
 		t.Fatal(err)

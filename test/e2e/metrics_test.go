@@ -64,7 +64,6 @@ spec:
 		`dcontroller_pipeline_duration_seconds_bucket{controller="copy",operator="metered",le=`,
 		`dcontroller_target_writes_total{controller="label",operation="patch",operator="metered",result="success"} 3`,
 		`dcontroller_view_objects{kind="ConfigCopy",operator="metered"} 3`,
-		`dcontroller_target_writes_skipped_total{controller="label",operator="metered"}`,
 	}
 	eventually(t, 20*time.Second, func() string {
 		resp, err := http.Get("http://" + addr + "/metrics")

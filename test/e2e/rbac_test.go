@@ -268,7 +268,7 @@ func TestScopedRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"kind: ClusterRole\n", "kind: Role\n", "namespace: rbac-apps\n", "  - configmaps\n", "kind: RoleBinding\n"} {
+	for _, want := range []string{"kind: ClusterRole\n", "  - configmaps\n", "kind: ClusterRoleBinding\n"} {
 		if !strings.Contains(grant, want) {
 			t.Errorf("dctl rbac output lacks %q:\n%s", want, grant)
 		}
