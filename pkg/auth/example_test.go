@@ -35,10 +35,10 @@ func Example() {
 			User: auth.UserOf(claims), Verb: "get", APIGroup: "shop.view.dcontroller.io", Resource: "carts",
 			Namespace: "team-a", Name: name, ResourceRequest: true,
 		})
-		fmt.Println(name, d == authorizer.DecisionAllow, reason)
+		fmt.Printf("%s: %v %q\n", name, d == authorizer.DecisionAllow, reason)
 	}
 	// Output:
 	// alice [team-a] <nil>
-	// web-app true
-	// db false no rule of the token allows it
+	// web-app: true ""
+	// db: false "no rule of the token allows it"
 }
