@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
@@ -42,6 +43,9 @@ func (f *apiServerFlags) newServer(store *view.Store, kinds func() []schema.Grou
 	if f.disable {
 		return nil, nil
 	}
+	// k8s.io/apiserver and client-go log through klog: route it to the
+	// structured logger so the API server's few lines look like ours.
+	klog.SetLogger(log.WithName("k8s"))
 	mode := apiserver.Mode(f.mode)
 	switch mode {
 	case apiserver.Development:

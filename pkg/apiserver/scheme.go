@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"fmt"
+	"io"
 	"net/url"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/runtime/serializer/versioning"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
@@ -192,4 +194,98 @@ func (s objectSerializer) EncoderForVersion(enc runtime.Encoder, gv runtime.Grou
 
 func (s objectSerializer) DecoderToVersion(dec runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
 	return versioning.NewCodec(nil, dec, objectConvertor{}, objectCreater{}, objectTyper{}, objectDefaulter{}, nil, gv, "dcontroller-apiserver")
+}
+
+// typedProtobuf reads and writes Kubernetes protobuf (the encoding kubectl's
+// typed clients send, e.g. `kubectl create configmap`) for the built-in
+// kinds client-go knows: a body is decoded into the Go type and converted to
+// an unstructured object; an unstructured object is converted to the Go type
+// to be encoded (fields the type does not have are dropped). Only the
+// resources of such kinds offer it.
+type typedProtobuf struct {
+	pb runtime.Serializer
+}
+
+func newTypedProtobuf(raw bool) typedProtobuf {
+	if raw {
+		return typedProtobuf{pb: protobuf.NewRawSerializer(clientgoscheme.Scheme, clientgoscheme.Scheme)}
+	}
+	return typedProtobuf{pb: protobuf.NewSerializer(clientgoscheme.Scheme, clientgoscheme.Scheme)}
+}
+
+func (p typedProtobuf) Identifier() runtime.Identifier {
+	return "dcontroller-typed-" + p.pb.Identifier()
+}
+
+func (p typedProtobuf) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	typedInto := runtime.Object(nil)
+	if _, ok := into.(runtime.Unstructured); !ok {
+		typedInto = into
+	}
+	obj, gvk, err := p.pb.Decode(data, defaults, typedInto)
+	if err != nil {
+		return nil, gvk, err
+	}
+	u, ok := into.(runtime.Unstructured)
+	if !ok {
+		return obj, gvk, nil
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, gvk, err
+	}
+	content["apiVersion"], content["kind"] = gvk.GroupVersion().String(), gvk.Kind
+	u.SetUnstructuredContent(content)
+	return into, gvk, nil
+}
+
+func (p typedProtobuf) Encode(obj runtime.Object, w io.Writer) error {
+	switch u := obj.(type) {
+	case *unstructured.Unstructured:
+		typed, err := toTyped(u.GroupVersionKind(), u.Object)
+		if err != nil {
+			return err
+		}
+		return p.pb.Encode(typed, w)
+	case *unstructured.UnstructuredList:
+		listGVK := u.GroupVersionKind()
+		content := u.UnstructuredContent()
+		typed, err := toTyped(listGVK, content)
+		if err != nil {
+			return err
+		}
+		return p.pb.Encode(typed, w)
+	}
+	return p.pb.Encode(obj, w)
+}
+
+func toTyped(gvk schema.GroupVersionKind, content map[string]any) (runtime.Object, error) {
+	typed, err := clientgoscheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("%s cannot be encoded as protobuf: %w", gvk, err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(content, typed); err != nil {
+		return nil, err
+	}
+	typed.GetObjectKind().SetGroupVersionKind(gvk)
+	return typed, nil
+}
+
+// withProtobuf returns the serializer of a built-in kind: JSON, YAML and
+// Kubernetes protobuf.
+func (s objectSerializer) withProtobuf() objectSerializer {
+	infos := append([]runtime.SerializerInfo{}, s.infos...)
+	infos = append(infos, runtime.SerializerInfo{
+		MediaType:        runtime.ContentTypeProtobuf,
+		MediaTypeType:    "application",
+		MediaTypeSubType: "vnd.kubernetes.protobuf",
+		Serializer:       newTypedProtobuf(false),
+		// Protobuf cannot carry unknown or duplicate fields: strict is the same.
+		StrictSerializer: newTypedProtobuf(false),
+		StreamSerializer: &runtime.StreamSerializerInfo{
+			Serializer: newTypedProtobuf(true),
+			Framer:     protobuf.LengthDelimitedFramer,
+		},
+	})
+	return objectSerializer{infos: infos}
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -71,6 +72,10 @@ const (
 	// maxRequestBody bounds request bodies (bytes), as the Kubernetes
 	// API server's default does.
 	maxRequestBody = 3 * 1024 * 1024
+	// minRequestTimeout is the shortest a watch without timeoutSeconds runs
+	// (it ends at a random time between one and two times this), as in
+	// Kubernetes.
+	minRequestTimeout = 30 * time.Minute
 )
 
 // Options configure a Server.
@@ -165,7 +170,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Addr == "" {
 		opts.Addr = DefaultAddr
 	}
-	opts.Store.SetOptions(view.Options{ServerMetadata: true, HistoryLimit: opts.HistoryLimit})
 	s := &Server{opts: opts, log: opts.Logger, serializer: newObjectSerializer(), syncCh: make(chan struct{}, 1),
 		equivalent: runtime.NewEquivalentResourceRegistry(), v3Keys: map[string]bool{}}
 
@@ -183,7 +187,7 @@ func New(opts Options) (*Server, error) {
 	cfg.EnableProfiling = false
 	cfg.EnableMetrics = false
 	cfg.EquivalentResourceRegistry = s.equivalent
-	cfg.MinRequestTimeout = 1800
+	cfg.MinRequestTimeout = int(minRequestTimeout / time.Second)
 
 	ln := opts.Listener
 	if ln == nil {
@@ -234,6 +238,7 @@ func New(opts Options) (*Server, error) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
+	opts.Store.SetOptions(view.Options{ServerMetadata: true, HistoryLimit: opts.HistoryLimit})
 	s.sync()
 	return s, nil
 }
@@ -374,14 +379,16 @@ func (s *Server) Sync() { s.sync() }
 func (s *Server) sync() {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
-	next, conflicts := newResourceSet(s.desiredKinds())
-	for _, c := range conflicts {
-		s.log.Error(errors.New("resource name conflict"), "kind not served", "conflict", c)
-	}
+	kinds := s.desiredKinds()
+	next, conflicts := newResourceSet(kinds)
 	prev := s.resources.Load()
 	if prev != nil && prev.sameKinds(next) {
 		return
 	}
+	for _, c := range conflicts {
+		s.log.Error(errors.New("resource name conflict"), "kind not served", "conflict", c)
+	}
+	var failed bool
 	for gvk, r := range next.byGVK {
 		if _, ok := s.serving.Load(gvk); ok {
 			continue
@@ -389,12 +396,15 @@ func (s *Server) sync() {
 		sv, err := s.newServed(r)
 		if err != nil {
 			s.log.Error(err, "cannot serve kind", "kind", gvk.String())
-			delete(next.byGVK, gvk)
-			delete(next.byGVR, r.gvr)
+			kinds = slices.DeleteFunc(kinds, func(k schema.GroupVersionKind) bool { return k == gvk })
+			failed = true
 			continue
 		}
 		s.serving.Store(gvk, sv)
 		s.equivalent.RegisterKindFor(r.gvr, "", gvk)
+	}
+	if failed {
+		next, _ = newResourceSet(kinds)
 	}
 	s.serving.Range(func(k, _ any) bool {
 		if next.byGVK[k.(schema.GroupVersionKind)] == nil {
@@ -416,11 +426,15 @@ func (s *Server) sync() {
 
 func (s *Server) newServed(r *resource) (*served, error) {
 	st := &storage{res: r, store: s.opts.Store, bookmarkInterval: s.opts.BookmarkInterval}
+	ser := s.serializer
+	if r.typed {
+		ser = ser.withProtobuf()
+	}
 	scope := &handlers.RequestScope{
 		Namer:                    handlers.ContextBasedNaming{Namer: meta.NewAccessor(), ClusterScoped: !r.namespaced},
-		Serializer:               s.serializer,
+		Serializer:               ser,
 		ParameterCodec:           parameterCodec{},
-		StandardSerializers:      s.serializer.SupportedMediaTypes(),
+		StandardSerializers:      ser.SupportedMediaTypes(),
 		Creater:                  objectCreater{},
 		Convertor:                objectConvertor{},
 		Defaulter:                objectDefaulter{},
@@ -615,9 +629,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case "get":
 		h = handlers.GetResource(sv.storage, sv.scope)
 	case "list":
-		h = handlers.ListResource(sv.storage, sv.storage, sv.scope, false, time.Duration(1800)*time.Second)
+		h = handlers.ListResource(sv.storage, sv.storage, sv.scope, false, minRequestTimeout)
 	case "watch":
-		h = handlers.ListResource(sv.storage, sv.storage, sv.scope, true, time.Duration(1800)*time.Second)
+		h = handlers.ListResource(sv.storage, sv.storage, sv.scope, true, minRequestTimeout)
 	case "create":
 		h = handlers.CreateResource(sv.storage, sv.scope, nil)
 	case "update":

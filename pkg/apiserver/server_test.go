@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -219,7 +221,7 @@ func TestOpenAPI(t *testing.T) {
 	_, base := testServer(t, store, Options{Kinds: func() []schema.GroupVersionKind { return []schema.GroupVersionKind{summaryGVK} }})
 	code, v3 := get(t, base+"/openapi/v3/apis/op.view.dcontroller.io/v1alpha1", "application/json")
 	var doc struct {
-		Paths map[string]map[string]json.RawMessage `json:"paths"`
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
 		Components struct {
 			Schemas map[string]map[string]any `json:"schemas"`
 		} `json:"components"`
@@ -469,5 +471,43 @@ func TestNativeKinds(t *testing.T) {
 	}
 	if code, _ := get(t, base+"/api/v1/namespaces/team", ""); code != 200 {
 		t.Errorf("get namespace: %d", code)
+	}
+
+	// A typed client speaking protobuf (as kubectl create does).
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: base, ContentConfig: rest.ContentConfig{
+		ContentType: "application/vnd.kubernetes.protobuf", AcceptContentTypes: "application/vnd.kubernetes.protobuf"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	created, err := cs.CoreV1().Pods("team").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "typed", Labels: map[string]string{"a": "b"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}}}, metav1.CreateOptions{})
+	if err != nil || created.UID == "" || created.Spec.Containers[0].Image != "img" {
+		t.Fatalf("protobuf create: %v %+v", err, created)
+	}
+	w, err := cs.CoreV1().Pods("team").Watch(ctx, metav1.ListOptions{ResourceVersion: created.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	created.Spec.Containers[0].Image = "img2"
+	if _, err := cs.CoreV1().Pods("team").Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("protobuf update: %v", err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if p, ok := ev.Object.(*corev1.Pod); !ok || ev.Type != "MODIFIED" || p.Spec.Containers[0].Image != "img2" {
+			t.Errorf("protobuf watch event: %s %#v", ev.Type, ev.Object)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no protobuf watch event")
+	}
+	l, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "a=b"})
+	if err != nil || len(l.Items) != 1 || l.Items[0].Name != "typed" {
+		t.Errorf("protobuf list: %v %+v", err, l)
+	}
+	got, _ := store.Get(pod, objectKey("team", "typed"))
+	if got == nil || got.GetLabels()["a"] != "b" {
+		t.Errorf("stored: %v", got)
 	}
 }

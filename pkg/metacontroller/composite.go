@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"slices"
 	"sort"
 	"strings"
@@ -463,14 +464,19 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 			}
 		})
 	}
-	c.mu.Lock()
-	st.fingerprint = fp
-	c.mu.Unlock()
 	followUp = len(w) > 0 && !(c.ignoreSt && len(w) == 1 && hasRef(w, parent))
 	c.log.V(1).Info("synced", "parent", pk.String(), "hook", hookName, "writes", len(w), "errors", len(errs))
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		// Not fingerprinted: the retry must apply the same desired state
+		// again. The API server's refusal is reported on the parent.
+		err := errors.Join(errs...)
+		c.log.Error(err, "applying the hook's response failed; retrying", "parent", pk.String())
+		c.recorder.Eventf(parent, nil, corev1.EventTypeWarning, "ChildWriteFailed", "Sync", "applying the %s hook's response failed: %v", lower(hookName), err)
+		return err
 	}
+	c.mu.Lock()
+	st.fingerprint = fp
+	c.mu.Unlock()
 	syncsTotal.WithLabelValues(c.name, "synced").Inc()
 	return nil
 }

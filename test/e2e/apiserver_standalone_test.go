@@ -18,7 +18,21 @@ import (
 func TestAPIServerStandalone(t *testing.T) {
 	dir := t.TempDir()
 	op := filepath.Join(repoRoot, "examples", "pod-container-num-annotator", "operator.yaml")
-	srv := startDctlEnv(t, dir, []string{"KUBECONFIG=" + filepath.Join(dir, "no-such-kubeconfig")}, "run", "--standalone", "-f", op)
+	writeFile(t, filepath.Join(dir, "cm.yaml"), `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: cm-keys
+spec:
+  controllers:
+    - name: count
+      sources: [{apiGroup: "", kind: ConfigMap}]
+      pipeline:
+        "@project":
+          metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}
+          spec: {keys: {"@len": {"@definedOr": ["$.data", {}]}}}
+      target: {kind: KeyCount}
+`)
+	srv := startDctlEnv(t, dir, []string{"KUBECONFIG=" + filepath.Join(dir, "no-such-kubeconfig")}, "run", "--standalone", "-f", op, "-f", "cm.yaml")
 	cfg := filepath.Join(dir, "dev.config")
 	writeFile(t, cfg, mustDctlIn(t, dir, "generate-config", "--http", "--insecure", "--user=dev", "--namespaces=*", "--server-address="+srv.addr))
 	k := func(stdin string, args ...string) (string, error) { return viewKubectl(t, dir, cfg, stdin, args...) }
@@ -77,6 +91,15 @@ func TestAPIServerStandalone(t *testing.T) {
 	if _, err := k("", "get", "pod", "net-debug"); err == nil || !strings.Contains(err.Error(), `pods "net-debug" not found`) {
 		t.Errorf("get after delete: %v", err)
 	}
+	// kubectl create configmap sends protobuf; the view follows.
+	mk("", "create", "configmap", "settings", "--from-literal=a=1", "--from-literal=b=2")
+	eventually(t, 20*time.Second, func() string {
+		out, err := k("", "get", "keycounts.cm-keys.view.dcontroller.io", "settings", "-o", "jsonpath={.spec.keys}")
+		if err != nil || out != "2" {
+			return fmt.Sprintf("keycount %q (err %v)", out, err)
+		}
+		return ""
+	})
 	if !strings.Contains(srv.logs.String(), "not a Kubernetes cluster") {
 		t.Errorf("standalone mode does not say it is a development store; logs:\n%s", srv.logs.String())
 	}
