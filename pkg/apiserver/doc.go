@@ -18,6 +18,11 @@
 // or Options.Kinds lists it (the views of the running operators), and
 // disappears when neither is true any longer.
 //
+// In standalone mode (Options.ServeNativeKinds) built-in kinds held in the
+// store are served too, at their usual paths with their scope and kubectl
+// short names; for the kinds client-go knows, strategic merge patches use
+// the merge keys of the Go types and Kubernetes protobuf is accepted.
+//
 // Modes: Development serves plain HTTP and allows everything; Production
 // serves HTTPS and authenticates every request with a bearer JWT and
 // authorizes it with the token's rules (package auth).

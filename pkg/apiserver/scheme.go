@@ -22,8 +22,23 @@ import (
 var metaScheme = newMetaScheme()
 
 // metaCodecs encode the generic server's own responses (discovery, errors
-// outside a resource).
-var metaCodecs = serializer.NewCodecFactory(metaScheme)
+// of the filter chain such as 401 and 403) in JSON or YAML. Protobuf is left
+// out: kubectl asks for it first in discovery requests but cannot decode a
+// protobuf Status there, and would print "unknown" instead of the reason.
+var metaCodecs = textOnly{serializer.NewCodecFactory(metaScheme)}
+
+// textOnly is a negotiated serializer without the protobuf media type.
+type textOnly struct{ serializer.CodecFactory }
+
+func (t textOnly) SupportedMediaTypes() []runtime.SerializerInfo {
+	var out []runtime.SerializerInfo
+	for _, info := range t.CodecFactory.SupportedMediaTypes() {
+		if info.MediaType != runtime.ContentTypeProtobuf {
+			out = append(out, info)
+		}
+	}
+	return out
+}
 
 func newMetaScheme() *runtime.Scheme {
 	s := runtime.NewScheme()

@@ -179,7 +179,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s.authz = authz
 
-	cfg := genericapiserver.NewConfig(metaCodecs)
+	cfg := genericapiserver.NewConfig(metaCodecs.CodecFactory)
+	cfg.Serializer = metaCodecs
 	cfg.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString("1.37", "", "")
 	cfg.LoopbackClientConfig = &rest.Config{}
 	cfg.Authentication.Authenticator = authn

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,11 @@ import (
 )
 
 func objectKey(ns, name string) object.Key { return object.Key{Namespace: ns, Name: name} }
+
+func TestMain(m *testing.M) {
+	quietKlog()
+	os.Exit(m.Run())
+}
 
 var summaryGVK = schema.GroupVersionKind{Group: "op.view.dcontroller.io", Version: "v1alpha1", Kind: "Summary"}
 
@@ -509,5 +515,18 @@ func TestNativeKinds(t *testing.T) {
 	got, _ := store.Get(pod, objectKey("team", "typed"))
 	if got == nil || got.GetLabels()["a"] != "b" {
 		t.Errorf("stored: %v", got)
+	}
+}
+
+func TestConflictMessage(t *testing.T) {
+	store := view.NewStore()
+	_, _ = store.Create(summary("default", "a", nil))
+	_, base := testServer(t, store, Options{})
+	code, body := do(t, "PUT", base+"/apis/op.view.dcontroller.io/v1alpha1/namespaces/default/summaries/a", "application/json",
+		`{"apiVersion":"op.view.dcontroller.io/v1alpha1","kind":"Summary","metadata":{"name":"a","resourceVersion":"99"}}`)
+	var st struct{ Message string }
+	_ = json.Unmarshal([]byte(body), &st)
+	if code != 409 || st.Message != `Operation cannot be fulfilled on summaries.op.view.dcontroller.io "a": the object has been modified; resourceVersion 99 is not the latest (1)` {
+		t.Errorf("conflict: %d %s", code, st.Message)
 	}
 }

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,14 +104,18 @@ func (s *storage) translate(err error, name string) error {
 	return err
 }
 
+// conflictReason is the cause of a store Conflict error, without the
+// "Operation cannot be fulfilled on <resource> "<name>": " prefix that names
+// the store's kind.
 func conflictReason(err error) string {
-	if st, ok := err.(apierrors.APIStatus); ok && st.Status().Details != nil && len(st.Status().Details.Causes) > 0 {
-		return st.Status().Details.Causes[0].Message
-	}
+	msg := err.Error()
 	if st, ok := err.(apierrors.APIStatus); ok {
-		return st.Status().Message
+		msg = st.Status().Message
 	}
-	return err.Error()
+	if _, cause, ok := strings.Cut(msg, "\": "); ok {
+		return cause
+	}
+	return msg
 }
 
 // Get returns one object; NotFound when missing.

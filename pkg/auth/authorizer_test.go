@@ -57,6 +57,7 @@ func TestAuthorize(t *testing.T) {
 		{"team other group", req(team, "get", "other.view.dcontroller.io", "summaries", "team-a", "x"), false, "no rule"},
 		{"team namespace c", req(team, "get", g, "summaries", "team-c", "x"), false, "namespace"},
 		{"admin anything", req(admin, "deletecollection", "", "pods", "", ""), true, ""},
+		{"admin impersonating", req(admin, "impersonate", "", "users", "", "alice"), false, "impersonation is not supported"},
 		{"no rules", req(none, "get", g, "summaries", "x", "a"), false, "grants no rules"},
 		{"subresource not covered", authorizer.AttributesRecord{User: userWith([]string{"*"}, []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{g}, Resources: []string{"summaries"}}}), Verb: "get", APIGroup: g, Resource: "summaries", Subresource: "status",
 			Namespace: "x", Name: "a", ResourceRequest: true}, false, "no rule"},

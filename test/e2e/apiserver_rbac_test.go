@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/base64"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,6 +177,24 @@ func TestAPIServerRBACStatus(t *testing.T) {
 	_, err := viewKubectl(t, dir, cfg, "", "get", "probes.rbac-probe.view.dcontroller.io", "db")
 	if err == nil || !strings.Contains(err.Error(), `Error from server (Forbidden): probes.rbac-probe.view.dcontroller.io "db" is forbidden: User "alice" cannot get resource "probes" in API group "rbac-probe.view.dcontroller.io" in the namespace "rbac-a"`) {
 		t.Errorf("kubectl denial: %v", err)
+	}
+	// Impersonation is refused, even to the admin (kubectl's discovery
+	// client renders the 403 of /api as "Forbidden: unknown").
+	if _, err := viewKubectl(t, dir, cfg, "", "--as=admin", "get", "probes.rbac-probe.view.dcontroller.io", "web-app"); err == nil ||
+		!strings.Contains(err.Error(), "Error from server (Forbidden)") {
+		t.Errorf("kubectl --as: %v", err)
+	}
+	imp, _ := http.NewRequest("GET", nsURL("rbac-a")+"/web-app", nil)
+	imp.Header.Set("Authorization", "Bearer "+users["admin"])
+	imp.Header.Set("Impersonate-User", "alice")
+	if resp, err := c.Do(imp); err != nil || resp.StatusCode != 403 {
+		t.Errorf("impersonation: %v %v", resp, err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "impersonation is not supported") {
+			t.Errorf("impersonation denial: %s", b)
+		}
 	}
 	if out := mustViewKubectl(t, dir, cfg, "", "get", "probes.rbac-probe.view.dcontroller.io", "web-app", "-o", "jsonpath={.spec.owner}"); out != "rbac-a" {
 		t.Errorf("alice's get web-app: %q", out)

@@ -191,7 +191,16 @@ spec:
   image: busybox:1
   replicas: 1
 `
-	mk(view, "apply", "-f", "-")
+	// kubectl apply finds the OpenAPI it needs (server-side field
+	// validation, merge patches): no warning on stderr.
+	applyCmd := exec.Command(kubectlBin, "--kubeconfig", cfg, "apply", "-f", "-")
+	applyCmd.Dir, applyCmd.Env = dir, append(applyCmd.Environ(), "HOME="+dir)
+	applyCmd.Stdin = strings.NewReader(view)
+	var applyErr strings.Builder
+	applyCmd.Stderr = &applyErr
+	if err := applyCmd.Run(); err != nil || applyErr.Len() != 0 {
+		t.Errorf("kubectl apply of a view: %v, stderr %q", err, applyErr.String())
+	}
 	markImage := func(name string) (string, error) {
 		return kubectl(t, "", "-n", "e2e-views", "get", "configmap", name+"-mark", "-o", "jsonpath={.data.image}")
 	}
@@ -201,7 +210,14 @@ spec:
 		}
 		return ""
 	})
-	mk(strings.Replace(view, "busybox:1", "busybox:2", 1), "apply", "-f", "-")
+	applyCmd = exec.Command(kubectlBin, "--kubeconfig", cfg, "apply", "-f", "-")
+	applyCmd.Dir, applyCmd.Env = dir, append(applyCmd.Environ(), "HOME="+dir)
+	applyCmd.Stdin = strings.NewReader(strings.Replace(view, "busybox:1", "busybox:2", 1))
+	applyErr.Reset()
+	applyCmd.Stderr = &applyErr
+	if err := applyCmd.Run(); err != nil || applyErr.Len() != 0 {
+		t.Errorf("kubectl apply of a changed view: %v, stderr %q", err, applyErr.String())
+	}
 	mk("", "-n", "e2e-views", "patch", dsResource, "manual", "--type=merge", "-p", `{"spec":{"image":"busybox:3"}}`)
 	mk("", "-n", "e2e-views", "patch", dsResource, "manual", "--type=json", "-p", `[{"op":"replace","path":"/spec/replicas","value":5}]`)
 	mk("", "-n", "e2e-views", "patch", dsResource, "manual", "-p", `{"spec":{"image":"busybox:4"}}`) // strategic: applied as a merge patch
