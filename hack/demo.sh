@@ -43,7 +43,7 @@ k apply -f "$ROOT/config/crd/dcontroller.io_operators.yaml"
 k wait --for condition=established --timeout=30s crd/operators.dcontroller.io
 
 step "Starting the manager: dctl start (log in $WORK/dctl.log)"
-"$DCTL" start --kubeconfig "$WORK/cluster/kubeconfig" --metrics-addr 0 --health-addr 0 >"$WORK/dctl.log" 2>&1 &
+"$DCTL" start --kubeconfig "$WORK/cluster/kubeconfig" --metrics-addr 0 --health-addr 0 --api-server-addr 127.0.0.1:0 >"$WORK/dctl.log" 2>&1 &
 DCTL_PID=$!
 
 step "Applying the pod container-number annotator"

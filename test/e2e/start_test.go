@@ -20,7 +20,7 @@ import (
 func TestDctlStartBinary(t *testing.T) {
 	health, metrics := freeAddr(t), freeAddr(t)
 	var logs bytes.Buffer
-	cmd := exec.Command(dctlBin, "start", "--kubeconfig", kubeconfig, "--health-addr", health, "--metrics-addr", metrics, "-v", "1")
+	cmd := exec.Command(dctlBin, "start", "--kubeconfig", kubeconfig, "--health-addr", health, "--metrics-addr", metrics, "--api-server-addr", "127.0.0.1:0", "-v", "1")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
