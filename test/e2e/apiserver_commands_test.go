@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +117,7 @@ func TestAPIServerCommands(t *testing.T) {
 	env := []string{"KUBECONFIG=" + aliceCfg}
 	out, errOut, code := dctlIn(t, dir, env, "get-config", "--tls-cert-file=apiserver.crt")
 	if code != 0 || !strings.Contains(out, "User:        alice") || !strings.Contains(out, "Namespaces:  team-a, team-b") ||
-		!strings.Contains(out, "resourceNames=[web-app]") || !strings.Contains(out, "Signature:   valid (RS256") || !strings.Contains(out, "(valid for 1h59m") {
+		!strings.Contains(out, "resourceNames=[web-app]") || !strings.Contains(out, "Signature:   valid (RS256") || !regexp.MustCompile(`\(valid for (1h59m|2h0m0s)`).MatchString(out) {
 		t.Errorf("get-config: exit %d\n%s%s", code, out, errOut)
 	}
 	if out, _, code := dctlIn(t, dir, env, "get-config"); code != 0 || !strings.Contains(out, "not verified") {

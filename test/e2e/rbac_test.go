@@ -1,20 +1,16 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
@@ -23,35 +19,7 @@ import (
 // until the test ends.
 func startManagerAs(t *testing.T, cfg *rest.Config) {
 	t.Helper()
-	log := ctrl.Log.WithName(t.Name())
-	mgr, rt, err := operator.NewManager(cfg, operator.ManagerOptions{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log,
-		Recorder: mgr.GetEventRecorder("dcontroller")}
-	if err := rec.SetupWithManager(ctx, mgr); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if err := metacontroller.Setup(ctx, mgr, metacontroller.Options{Logger: log}); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-		rt.Stop()
-	}()
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	startManagerFor(t, cfg, operator.ManagerOptions{})
 }
 
 // serviceAccountConfig returns a client configuration that authenticates as

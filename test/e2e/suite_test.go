@@ -107,9 +107,16 @@ func startManager(t *testing.T) (stop func()) {
 // startManagerWith is startManager with options (e.g. a metrics address).
 func startManagerWith(t *testing.T, opts operator.ManagerOptions) (stop func()) {
 	t.Helper()
+	return startManagerFor(t, restConfig, opts)
+}
+
+// startManagerFor is startManagerWith under another client configuration
+// (e.g. a ServiceAccount's).
+func startManagerFor(t *testing.T, cfg *rest.Config, opts operator.ManagerOptions) (stop func()) {
+	t.Helper()
 	log := ctrl.Log.WithName(t.Name())
 	opts.Logger = log
-	mgr, rt, err := operator.NewManager(restConfig, opts)
+	mgr, rt, err := operator.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
