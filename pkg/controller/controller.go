@@ -115,18 +115,13 @@ type Controller struct {
 	pipe    *pipeline.Pipeline
 
 	inputs  []map[object.Key]map[string]any // per source: the documents fed so far
-	outputs map[object.Key]map[string]outputEntry
-	written map[object.Key]map[string]any // the last state written per target key
-	failed  map[object.Key]bool           // target keys whose last write failed
+	outputs map[object.Key]*dbsp.ZSet       // integrated pipeline output per target key
+	written map[object.Key]map[string]any   // the last state written per target key
+	failed  map[object.Key]bool             // target keys whose last write failed
 
 	errs        []opv1a1.ErrorRecord
 	counters    opv1a1.Counters
 	pipelineErr error // the error of the last pipeline run, nil when it succeeded
-}
-
-type outputEntry struct {
-	doc    map[string]any
-	weight int
 }
 
 // New resolves and compiles a controller spec. Errors carry the spec path,
@@ -143,7 +138,7 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 		name:    spec.Name,
 		path:    path,
 		opts:    opts,
-		outputs: map[object.Key]map[string]outputEntry{},
+		outputs: map[object.Key]*dbsp.ZSet{},
 		written: map[object.Key]map[string]any{},
 		failed:  map[object.Key]bool{},
 	}
@@ -448,21 +443,13 @@ func (c *Controller) process(ctx context.Context, deltas map[string]*dbsp.ZSet) 
 			errs = append(errs, err)
 			continue
 		}
-		b, _ := json.Marshal(e.Doc)
-		entries := c.outputs[key]
-		if entries == nil {
-			entries = map[string]outputEntry{}
-			c.outputs[key] = entries
+		z := c.outputs[key]
+		if z == nil {
+			z = dbsp.NewZSet()
+			c.outputs[key] = z
 		}
-		cur := entries[string(b)]
-		cur.doc = e.Doc
-		cur.weight += e.Weight
-		if cur.weight == 0 {
-			delete(entries, string(b))
-		} else {
-			entries[string(b)] = cur
-		}
-		if len(entries) == 0 {
+		z.Insert(e.Doc, e.Weight)
+		if z.IsEmpty() {
 			delete(c.outputs, key)
 		}
 		touched[key] = true
@@ -633,19 +620,20 @@ func (c *Controller) Resync(ctx context.Context) error {
 // desired returns the one positive-weight output document for key, or nil
 // when the output has none.
 func (c *Controller) desired(key object.Key) (map[string]any, error) {
-	var ids []string
-	for id, e := range c.outputs[key] {
-		if e.weight > 0 {
-			ids = append(ids, id)
+	var docs []map[string]any
+	if z := c.outputs[key]; z != nil {
+		for _, e := range z.Entries() { // deterministic order
+			if e.Weight > 0 {
+				docs = append(docs, e.Doc)
+			}
 		}
 	}
-	if len(ids) == 0 {
+	if len(docs) == 0 {
 		return nil, nil
 	}
-	sort.Strings(ids)
-	doc := c.outputs[key][ids[len(ids)-1]].doc
-	if len(ids) > 1 {
-		return doc, fmt.Errorf("%s.pipeline: %d different outputs for %s %s; writing one of them", c.path, len(ids), c.target.GVK.Kind, key)
+	doc := docs[len(docs)-1]
+	if len(docs) > 1 {
+		return doc, fmt.Errorf("%s.pipeline: %d different outputs for %s %s; writing one of them", c.path, len(docs), c.target.GVK.Kind, key)
 	}
 	return doc, nil
 }

@@ -3,6 +3,7 @@ package apply
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/dcontroller/dcontroller/pkg/expression"
 	"math"
 	"strconv"
 
@@ -237,48 +238,5 @@ func mergeList(obs, last, desired []any, key string) []any {
 
 // Equal compares two JSON values; numbers compare by value (int64 3 equals
 // float64 3.0), so a hook that writes 3.0 causes no update of a stored 3.
-func Equal(a, b any) bool {
-	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			yv, ok := y[k]
-			if !ok || !Equal(xv, yv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !Equal(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case int64, int, float64:
-		xf, _ := toFloat(x)
-		yf, ok := toFloat(b)
-		return ok && xf == yf
-	default:
-		return a == b
-	}
-}
-
-func toFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case float64:
-		return x, true
-	}
-	return 0, false
-}
+// It is the expression language's deep equality.
+func Equal(a, b any) bool { return expression.DeepEqual(a, b) }
