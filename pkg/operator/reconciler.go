@@ -56,20 +56,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	op := &opv1a1.Operator{}
 	if err := r.Client.Get(ctx, req.NamespacedName, op); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Runtime.Delete(req.Name)
+			r.stop(&opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: req.Name}}, "operator deleted: controllers stopped, views dropped")
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if !op.DeletionTimestamp.IsZero() {
-		r.Runtime.Delete(op.Name)
+		r.stop(op, "operator being deleted: controllers stopped, views dropped")
 		return ctrl.Result{}, nil
 	}
 	runCtx := r.ctx
 	if runCtx == nil {
 		runCtx = ctx
 	}
+	_, wasRunning := r.Runtime.Status(op.Name, op.Generation)
 	started := r.Runtime.Upsert(runCtx, op)
+	if started && wasRunning && r.Recorder != nil {
+		r.Recorder.Eventf(op, nil, corev1.EventTypeNormal, "Stopped", "Stop", "controllers of the previous generation stopped for generation %d", op.Generation)
+	}
 	if started && r.Recorder != nil {
 		st, _ := r.Runtime.Status(op.Name, op.Generation)
 		ready := 0
@@ -89,6 +93,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: StatusInterval}, nil
+}
+
+// stop stops a running operator and records a Stopped event on it.
+func (r *Reconciler) stop(op *opv1a1.Operator, msg string) {
+	if _, running := r.Runtime.Status(op.Name, 0); !running {
+		return
+	}
+	r.Runtime.Delete(op.Name)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(op, nil, corev1.EventTypeNormal, "Stopped", "Stop", "%s", msg)
+	}
 }
 
 func (r *Reconciler) updateStatus(ctx context.Context, op *opv1a1.Operator) error {

@@ -245,6 +245,14 @@ spec:
 		t.Errorf("dctl status of a missing operator: %v", err)
 	}
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "half-broken")
+	eventually(t, 20*time.Second, func() string {
+		out, err := kubectl(t, "", "get", "events", "-n", "default", "--field-selector", "involvedObject.name=half-broken,reason=Stopped",
+			"-o", `jsonpath={range .items[*]}{.note}{.message}{"\n"}{end}`)
+		if err != nil || !strings.Contains(out, "operator deleted: controllers stopped, views dropped") {
+			return fmt.Sprintf("Stopped event: %q (err %v)", out, err)
+		}
+		return ""
+	})
 }
 
 // TestPeriodicRepairsDrift: a Periodic source recomputes the target state
