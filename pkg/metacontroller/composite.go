@@ -73,6 +73,9 @@ func startComposite(ctx context.Context, d deps, cc *mcv1a1.CompositeController)
 	c.engine.sync = c.syncParent
 	spec := &c.cc.Spec
 	var err error
+	if c.followUp, err = followUpOf(cc); err != nil {
+		return nil, err
+	}
 	if c.parent, err = d.resolve(spec.ParentResource.APIVersion, spec.ParentResource.Resource, "spec.parentResource"); err != nil {
 		return nil, err
 	}
@@ -447,7 +450,7 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 	} else {
 		errs = append(errs, c.manage(ctx, parent, c.children, observed, desired, w)...)
 	}
-	cur, err := c.writeStatus(ctx, parent, resp.Status, true, w)
+	cur, err := c.writeStatus(ctx, parent, resultStatus(parent, resp.Status, errs), true, w)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -464,14 +467,14 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 			}
 		})
 	}
-	followUp = len(w) > 0 && !(c.ignoreSt && len(w) == 1 && hasRef(w, parent))
+	followUp = len(w) > 0 && !(c.ignoreSt && len(w) == 1 && hasRef(w, parent)) && (c.followUp || finalizing || c.rolling)
 	c.log.V(1).Info("synced", "parent", pk.String(), "hook", hookName, "writes", len(w), "errors", len(errs))
 	if len(errs) > 0 {
 		// Not fingerprinted: the retry must apply the same desired state
 		// again. The API server's refusal is reported on the parent.
 		err := errors.Join(errs...)
 		c.log.Error(err, "applying the hook's response failed; retrying", "parent", pk.String())
-		c.recorder.Eventf(parent, nil, corev1.EventTypeWarning, "ChildWriteFailed", "Sync", "applying the %s hook's response failed: %v", lower(hookName), err)
+		c.recorder.Eventf(parent, nil, corev1.EventTypeWarning, ReasonChildWriteFailed, "Sync", "applying the %s hook's response failed: %v", lower(hookName), err)
 		return err
 	}
 	c.mu.Lock()

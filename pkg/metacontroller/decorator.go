@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -77,6 +78,10 @@ func startDecorator(ctx context.Context, d deps, dc *mcv1a1.DecoratorController)
 		finalizer: decoratorFinalizerPrefix + dc.Name}
 	c.engine.sync = c.syncObject
 	spec := &c.dc.Spec
+	var err error
+	if c.followUp, err = followUpOf(dc); err != nil {
+		return nil, err
+	}
 	if len(spec.Resources) == 0 {
 		return nil, errors.New("spec.resources: at least one resource is required")
 	}
@@ -125,7 +130,6 @@ func startDecorator(ctx context.Context, d deps, dc *mcv1a1.DecoratorController)
 	opts := func(h, path string) hook.Options {
 		return hook.Options{Controller: name, Hook: h, Path: path, EndpointConfigs: spec.EndpointConfigs, Reader: d.reader}
 	}
-	var err error
 	if c.syncHook, err = hook.New(hooks.Sync, opts("sync", "spec.hooks.sync")); err != nil {
 		return nil, err
 	}
@@ -345,7 +349,7 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 		d.SetAnnotations(ann)
 	}
 	errs := c.manage(ctx, obj, c.attach, observed, desired, w)
-	cur, err := c.writeStatus(ctx, obj, resp.Status, false, w)
+	cur, err := c.writeStatus(ctx, obj, resultStatus(obj, resp.Status, errs), false, w)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -365,13 +369,18 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 			}
 		})
 	}
+	followUp = len(w) > 0 && (c.followUp || finalizing)
+	if len(errs) > 0 {
+		// Not fingerprinted: the retry must apply the same desired state
+		// again. The API server's refusal is reported on the object.
+		err := errors.Join(errs...)
+		c.log.Error(err, "applying the hook's response failed; retrying", "object", pk.String())
+		c.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonChildWriteFailed, "Sync", "applying the %s hook's response failed: %v", lower(hookName), err)
+		return err
+	}
 	c.mu.Lock()
 	st.fingerprint = fp
 	c.mu.Unlock()
-	followUp = len(w) > 0
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
 	syncsTotal.WithLabelValues(c.name, "synced").Inc()
 	return nil
 }

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
@@ -60,6 +62,29 @@ func (d *deps) resolve(apiVersion, res, path string) (resource, error) {
 	return resource{gvr: gvr, gvk: gvk, namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
 }
 
+// SyncAfterWritesAnnotation, set to "false" on a CompositeController or
+// DecoratorController, turns off the follow-up sync: by default, once the
+// events of a sync's own writes (children, status) have all arrived, the
+// parent is synced once more so that the hook observes what it asked for
+// (Metacontroller's contract: a status reflects the observed children).
+// Without it a change costs exactly one hook call; the hook sees its own
+// writes at the next change or resync. Syncs that still have work of their
+// own (finalizing, a rolling update) always follow up.
+const SyncAfterWritesAnnotation = "dcontroller.io/sync-after-writes"
+
+// followUpOf reads SyncAfterWritesAnnotation from o (default true).
+func followUpOf(o metav1.Object) (bool, error) {
+	v, ok := o.GetAnnotations()[SyncAfterWritesAnnotation]
+	if !ok {
+		return true, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return true, fmt.Errorf("metadata.annotations[%q]: %q is not a boolean (true or false)", SyncAfterWritesAnnotation, v)
+	}
+	return b, nil
+}
+
 // errRequeue asks the worker to retry after a delay without counting a
 // failure (e.g. a related watch that has not synced yet).
 type errRequeue struct{ after time.Duration }
@@ -85,8 +110,11 @@ type engine struct {
 	// name labels metrics: "<kind>/<name>".
 	name  string
 	queue workqueue.TypedRateLimitingInterface[parentKey]
-	exp   *expectations
-	sync  func(ctx context.Context, pk parentKey) error
+	// followUp: sync a parent again once the events of its own writes
+	// have arrived (SyncAfterWritesAnnotation; default true).
+	followUp bool
+	exp      *expectations
+	sync     func(ctx context.Context, pk parentKey) error
 
 	mu       sync.Mutex
 	states   map[parentKey]*parentState

@@ -3,6 +3,7 @@ package metacontroller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -132,36 +133,11 @@ func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructu
 	e.log.Info("hook failed", "parent", pk.String(), "hook", hookName, "reason", reason, "error", err.Error())
 	syncsTotal.WithLabelValues(e.name, "failed").Inc()
 
-	cond := metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionFalse, Reason: evReason,
-		Message: fmt.Sprintf("%s hook failed (%s): %v", hookName, reason, err), ObservedGeneration: parent.GetGeneration()}
-	status, _ := parent.Object["status"].(map[string]any)
-	status = runtime.DeepCopyJSON(status)
-	if status == nil {
-		status = map[string]any{}
+	cur, _ := parent.Object["status"].(map[string]any)
+	status := withSyncedFalse(cur, cur, evReason, fmt.Sprintf("%s hook failed (%s): %v", hookName, reason, err), parent.GetGeneration())
+	if apply.Equal(cur, status) {
+		return err
 	}
-	conds, _ := status["conditions"].([]any)
-	now := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
-	found := false
-	for i, c := range conds {
-		cm, ok := c.(map[string]any)
-		if !ok || cm["type"] != ConditionSynced {
-			continue
-		}
-		found = true
-		if cm["status"] == string(cond.Status) && cm["reason"] == cond.Reason && cm["message"] == cond.Message {
-			return err
-		}
-		if cm["status"] != string(cond.Status) {
-			cm["lastTransitionTime"] = now
-		}
-		cm["status"], cm["reason"], cm["message"], cm["observedGeneration"] = string(cond.Status), cond.Reason, cond.Message, cond.ObservedGeneration
-		conds[i] = cm
-	}
-	if !found {
-		conds = append(conds, map[string]any{"type": cond.Type, "status": string(cond.Status), "reason": cond.Reason,
-			"message": cond.Message, "observedGeneration": cond.ObservedGeneration, "lastTransitionTime": now})
-	}
-	status["conditions"] = conds
 	obj := parent.DeepCopy()
 	obj.Object["status"] = status
 	if uerr := e.updateStatus(ctx, obj); uerr == nil {
@@ -173,6 +149,100 @@ func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructu
 		e.log.V(1).Info("could not write the failure condition", "parent", pk.String(), "error", uerr.Error())
 	}
 	return err
+}
+
+// Reasons of the Synced=False condition besides "<Hook>HookFailed".
+const (
+	// ReasonChildWriteFailed: the hook answered, but the API server refused
+	// a write of a child (or attachment); message names the object.
+	ReasonChildWriteFailed = "ChildWriteFailed"
+)
+
+// withSyncedFalse returns a copy of status (nil: an empty status) with the
+// condition Synced=False (reason, message, observedGeneration generation)
+// in status.conditions, in the shape of metav1.Condition.
+// lastTransitionTime is carried over from prev's Synced condition when
+// that one is already False, so a repeated failure writes nothing new.
+func withSyncedFalse(status, prev map[string]any, reason, message string, generation int64) map[string]any {
+	out := runtime.DeepCopyJSON(status)
+	if out == nil {
+		out = map[string]any{}
+	}
+	now := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
+	if old := syncedCondition(prev); old != nil && old["status"] == string(metav1.ConditionFalse) {
+		if t, ok := old["lastTransitionTime"].(string); ok {
+			now = t
+		}
+	}
+	cond := map[string]any{"type": ConditionSynced, "status": string(metav1.ConditionFalse), "reason": reason,
+		"message": message, "observedGeneration": generation, "lastTransitionTime": now}
+	conds, _ := out["conditions"].([]any)
+	kept := make([]any, 0, len(conds)+1)
+	for _, c := range conds {
+		if cm, ok := c.(map[string]any); ok && cm["type"] == ConditionSynced {
+			continue
+		}
+		kept = append(kept, c)
+	}
+	out["conditions"] = append(kept, cond)
+	return out
+}
+
+// withoutSyncedFalse returns status without a Synced=False condition, and
+// whether there was one: after a successful sync whose hook set no status,
+// the failure it reported no longer holds.
+func withoutSyncedFalse(status map[string]any) (map[string]any, bool) {
+	if c := syncedCondition(status); c == nil || c["status"] != string(metav1.ConditionFalse) {
+		return status, false
+	}
+	out := runtime.DeepCopyJSON(status)
+	conds, _ := out["conditions"].([]any)
+	kept := make([]any, 0, len(conds))
+	for _, c := range conds {
+		if cm, ok := c.(map[string]any); ok && cm["type"] == ConditionSynced {
+			continue
+		}
+		kept = append(kept, c)
+	}
+	if len(kept) == 0 {
+		delete(out, "conditions")
+	} else {
+		out["conditions"] = kept
+	}
+	return out, true
+}
+
+// syncedCondition finds the Synced condition in status.conditions.
+func syncedCondition(status map[string]any) map[string]any {
+	conds, _ := status["conditions"].([]any)
+	for _, c := range conds {
+		if cm, ok := c.(map[string]any); ok && cm["type"] == ConditionSynced {
+			return cm
+		}
+	}
+	return nil
+}
+
+// resultStatus is the status a sync writes: the hook's status, with a
+// Synced=False ChildWriteFailed condition when writes failed (errs), or
+// the parent's current status without a stale Synced=False when the hook
+// set none. nil means: leave the status alone.
+func resultStatus(parent *unstructured.Unstructured, hookStatus map[string]any, errs []error) map[string]any {
+	cur, _ := parent.Object["status"].(map[string]any)
+	if len(errs) > 0 {
+		base := hookStatus
+		if base == nil {
+			base = cur
+		}
+		return withSyncedFalse(base, cur, ReasonChildWriteFailed, errors.Join(errs...).Error(), parent.GetGeneration())
+	}
+	if hookStatus != nil {
+		return hookStatus
+	}
+	if cleared, ok := withoutSyncedFalse(cur); ok {
+		return cleared
+	}
+	return nil
 }
 
 // setFinalizer adds (add=true) or removes a finalizer with a JSON merge

@@ -2,6 +2,7 @@ package metacontroller
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -219,5 +220,70 @@ func TestObjectIndex(t *testing.T) {
 	x.remove(owned)
 	if len(x.owned("uid-p")) != 0 || x.get(keyOf(a)) != nil || len(x.list("", true)) != 1 || len(x.list("ns2", false)) != 1 {
 		t.Fatal("removal not indexed")
+	}
+}
+
+func TestResultStatus(t *testing.T) {
+	parent := u("e2e/v1", "P", "ns", "p", "1")
+	parent.SetGeneration(3)
+	refused := []error{errors.New(`ConfigMap "x" is invalid: data[bad key]: Invalid value`)}
+
+	// A refused write: the hook's status plus Synced=False ChildWriteFailed.
+	got := resultStatus(parent, map[string]any{"ok": true}, refused)
+	c := syncedCondition(got)
+	if got["ok"] != true || c == nil || c["status"] != "False" || c["reason"] != ReasonChildWriteFailed ||
+		!strings.Contains(c["message"].(string), "bad key") || c["observedGeneration"] != int64(3) {
+		t.Fatalf("refused write: %v", got)
+	}
+	// Repeated: the same condition, lastTransitionTime kept, so no write.
+	parent.Object["status"] = got
+	c["lastTransitionTime"] = "2020-01-01T00:00:00Z"
+	again := resultStatus(parent, map[string]any{"ok": true}, refused)
+	if !apply.Equal(again, got) {
+		t.Errorf("a repeated failure changes the status:\n%v\n%v", again, got)
+	}
+	// Without a hook status the current status is the base; other
+	// conditions are kept.
+	parent.Object["status"] = map[string]any{"n": int64(1), "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	got = resultStatus(parent, nil, refused)
+	if got["n"] != int64(1) || len(got["conditions"].([]any)) != 2 {
+		t.Errorf("nil hook status: %v", got)
+	}
+	// Success after a failure with a hook that sets no status: the stale
+	// condition is removed; nothing to do when there is none.
+	parent.Object["status"] = got
+	cleared := resultStatus(parent, nil, nil)
+	if syncedCondition(cleared) != nil || len(cleared["conditions"].([]any)) != 1 {
+		t.Errorf("cleared: %v", cleared)
+	}
+	parent.Object["status"] = cleared
+	if s := resultStatus(parent, nil, nil); s != nil {
+		t.Errorf("no failure, no hook status: want nil (leave alone), got %v", s)
+	}
+	// Success with a hook status: the hook's status as it is.
+	if s := resultStatus(parent, map[string]any{"ok": true}, nil); len(s) != 1 || s["ok"] != true {
+		t.Errorf("hook status: %v", s)
+	}
+}
+
+func TestFollowUpAnnotation(t *testing.T) {
+	for _, tc := range []struct {
+		ann  map[string]string
+		want bool
+		err  bool
+	}{
+		{nil, true, false},
+		{map[string]string{SyncAfterWritesAnnotation: "false"}, false, false},
+		{map[string]string{SyncAfterWritesAnnotation: "true"}, true, false},
+		{map[string]string{SyncAfterWritesAnnotation: "no"}, true, true},
+	} {
+		o := &metav1.ObjectMeta{Annotations: tc.ann}
+		got, err := followUpOf(o)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%v: got %v, %v", tc.ann, got, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), `metadata.annotations["dcontroller.io/sync-after-writes"]`) {
+			t.Errorf("error without the path: %v", err)
+		}
 	}
 }

@@ -70,7 +70,9 @@ func hookErrors(t *testing.T, controller, reason string) float64 {
 // TestMetacontrollerHookFailures: a hook that returns garbage, is too slow
 // or drops the connection never causes a child to be deleted; each failure
 // is retried with backoff, reported as a Warning Event and a Synced=False
-// condition on the parent, and counted in the metrics; when the hook
+// condition on the parent, and counted in the metrics; a child the API
+// server refuses is kept as it was and reported the same way (reason
+// ChildWriteFailed, next to the hook's status); when the hook
 // recovers, the parent converges and the hook's status replaces the
 // condition.
 func TestMetacontrollerHookFailures(t *testing.T) {
@@ -104,6 +106,16 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 			return
 		}
 		parent, _ := req["parent"].(map[string]any)
+		if mode.Load().(string) == "rejected" {
+			// The hook answers, but the API server refuses the child: a
+			// ConfigMap data key must be [-._a-zA-Z0-9]+.
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"status": map[string]any{"ok": true},
+				"children": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+					"metadata": map[string]any{"name": "f-data"}, "data": map[string]any{"v": path(parent, "spec.v"), "bad key": "x"}}},
+			})
+			return
+		}
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"status": map[string]any{"ok": true},
 			"children": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
@@ -121,7 +133,7 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 	})
 	cm, _ := getObj(t, "v1", "ConfigMap", ns, "f-data")
 
-	condition := func(reasonPart string) func() string {
+	condition := func(reason, reasonPart string) func() string {
 		return func() string {
 			p, err := getObj(t, "e2e.dcontroller.io/v1", "Flaky", ns, "f")
 			if err != nil {
@@ -130,7 +142,7 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 			conds, _ := path(p.Object, "status.conditions").([]any)
 			for _, c := range conds {
 				cm := c.(map[string]any)
-				if cm["type"] == "Synced" && cm["status"] == "False" && cm["reason"] == "SyncHookFailed" &&
+				if cm["type"] == "Synced" && cm["status"] == "False" && cm["reason"] == reason &&
 					strings.Contains(str(cm["message"]), reasonPart) {
 					return ""
 				}
@@ -144,7 +156,7 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 		before := hookErrors(t, "compositecontroller/flaky-controller", tc.reason)
 		mode.Store(tc.mode)
 		mustKubectl(t, flakyYAML("2-"+tc.mode), "apply", "-f", "-")
-		eventually(t, 30*time.Second, condition(tc.reason))
+		eventually(t, 30*time.Second, condition("SyncHookFailed", tc.reason))
 		if after := hookErrors(t, "compositecontroller/flaky-controller", tc.reason); after <= before {
 			t.Errorf("%s: hook errors metric %v -> %v", tc.mode, before, after)
 		}
@@ -160,8 +172,26 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 			t.Fatalf("%s: the child changed or went away: %v %v", tc.mode, err, now.Object["data"])
 		}
 	}
+	// The hook answers but the API server refuses the child: the child is
+	// kept as it was, the refusal is in the condition (with the hook's
+	// status) and an Event, and the write is retried with backoff.
+	mode.Store("rejected")
+	mustKubectl(t, flakyYAML("2-rejected"), "apply", "-f", "-")
+	eventually(t, 30*time.Second, condition("ChildWriteFailed", "bad key"))
+	if p, _ := getObj(t, "e2e.dcontroller.io/v1", "Flaky", ns, "f"); path(p.Object, "status.ok") != true {
+		t.Errorf("the hook's status is not kept next to the condition: %v", p.Object["status"])
+	}
+	c0 := calls.Load()
+	time.Sleep(3 * time.Second)
+	if n := calls.Load() - c0; n < 1 || n > 8 {
+		t.Errorf("rejected: %d calls in 3s, want retries with backoff", n)
+	}
+	if now, err := getObj(t, "v1", "ConfigMap", ns, "f-data"); err != nil || now.GetUID() != cm.GetUID() || str(path(now.Object, "data.v")) != "1" {
+		t.Fatalf("rejected: the child changed or went away: %v %v", err, now.Object["data"])
+	}
+
 	events := mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=f", "-o", "json")
-	for _, want := range []string{`"reason": "SyncHookFailed"`, "InvalidResponse", "Timeout", "Unavailable"} {
+	for _, want := range []string{`"reason": "SyncHookFailed"`, "InvalidResponse", "Timeout", "Unavailable", `"reason": "ChildWriteFailed"`} {
 		if !strings.Contains(events, want) {
 			t.Errorf("events lack %s:\n%s", want, events)
 		}
@@ -179,4 +209,69 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestMetacontrollerDecoratorChildWriteRetry: a DecoratorController whose
+// attachment the API server refuses keeps retrying it (the decorated
+// object does not change in between) with backoff, reports the refusal
+// as a ChildWriteFailed Event on the object, and writes the attachment
+// once the hook's answer is acceptable.
+func TestMetacontrollerDecoratorChildWriteRetry(t *testing.T) {
+	const ns = "e2e-mc-decorator-retry"
+	mustKubectl(t, "", "create", "namespace", ns)
+	startManager(t)
+
+	var bad atomic.Bool
+	bad.Store(true)
+	h := newHookServer(t, func(req map[string]any) any {
+		obj, _ := req["object"].(map[string]any)
+		data := map[string]any{"from": str(path(obj, "metadata.name"))}
+		if bad.Load() {
+			data["bad key"] = "x"
+		}
+		return map[string]any{"attachments": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": str(path(obj, "metadata.name")) + "-copy", "namespace": ns}, "data": data}}}
+	})
+	applyMC(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: {name: copy-decorator}
+spec:
+  resources:
+    - apiVersion: v1
+      resource: configmaps
+      labelSelector: {matchLabels: {copy: "yes"}}
+  attachments:
+    - apiVersion: v1
+      resource: configmaps
+  hooks:
+    sync:
+      webhook: {url: %s}
+`, h.URL))
+	mustKubectl(t, `apiVersion: v1
+kind: ConfigMap
+metadata: {name: src, namespace: `+ns+`, labels: {copy: "yes"}}
+data: {a: "1"}
+`, "apply", "-f", "-")
+	events := func() string {
+		return mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=src", "-o", "json")
+	}
+	eventually(t, 30*time.Second, func() string {
+		if e := events(); !strings.Contains(e, `"reason": "ChildWriteFailed"`) || !strings.Contains(e, "bad key") {
+			return "no ChildWriteFailed event on src yet"
+		}
+		return ""
+	})
+	c0 := h.calls.Load()
+	time.Sleep(3 * time.Second)
+	if n := h.calls.Load() - c0; n < 1 || n > 8 {
+		t.Errorf("%d calls in 3s, want retries with backoff", n)
+	}
+	bad.Store(false)
+	eventually(t, 60*time.Second, func() string {
+		if v, err := cmData(t, ns, "src-copy", "from"); err != nil || v != "src" {
+			return fmt.Sprintf("src-copy from=%q (%v)", v, err)
+		}
+		return ""
+	})
+	stable(t, h, 2*time.Second)
 }
