@@ -31,6 +31,7 @@ spec:
       webhook:
         url: %s
         timeout: 1s
+        responseUnMarshallMode: strict
 `
 
 func flakyYAML(v string) string {
@@ -67,8 +68,8 @@ func hookErrors(t *testing.T, controller, reason string) float64 {
 	return sum
 }
 
-// TestMetacontrollerHookFailures: a hook that returns garbage, is too slow
-// or drops the connection never causes a child to be deleted; each failure
+// TestMetacontrollerHookFailures: a hook that returns garbage, an unknown
+// field (strict mode), is too slow or drops the connection never causes a child to be deleted; each failure
 // is retried with backoff, reported as a Warning Event and a Synced=False
 // condition on the parent, and counted in the metrics; a child the API
 // server refuses is kept as it was and reported the same way (reason
@@ -97,6 +98,11 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 			case <-r.Context().Done():
 			case <-time.After(3 * time.Second):
 			}
+			return
+		case "unknown":
+			// Valid JSON with a field the contract does not have: refused
+			// in strict mode.
+			_, _ = w.Write([]byte(`{"children": [], "childs": []}`))
 			return
 		case "down":
 			conn, _, err := w.(http.Hijacker).Hijack()
@@ -150,28 +156,6 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 			return fmt.Sprintf("conditions %v, want Synced=False mentioning %s", conds, reasonPart)
 		}
 	}
-	for _, tc := range []struct{ mode, reason string }{
-		{"garbage", "InvalidResponse"}, {"slow", "Timeout"}, {"down", "Unavailable"},
-	} {
-		before := hookErrors(t, "compositecontroller/flaky-controller", tc.reason)
-		mode.Store(tc.mode)
-		mustKubectl(t, flakyYAML("2-"+tc.mode), "apply", "-f", "-")
-		eventually(t, 30*time.Second, condition("SyncHookFailed", tc.reason))
-		if after := hookErrors(t, "compositecontroller/flaky-controller", tc.reason); after <= before {
-			t.Errorf("%s: hook errors metric %v -> %v", tc.mode, before, after)
-		}
-		// Backoff: a handful of retries, not a hot loop.
-		c0 := calls.Load()
-		time.Sleep(3 * time.Second)
-		if n := calls.Load() - c0; n > 8 {
-			t.Errorf("%s: %d calls in 3s: no backoff", tc.mode, n)
-		}
-		// Nothing was deleted or changed.
-		now, err := getObj(t, "v1", "ConfigMap", ns, "f-data")
-		if err != nil || now.GetUID() != cm.GetUID() || str(path(now.Object, "data.v")) != "1" {
-			t.Fatalf("%s: the child changed or went away: %v %v", tc.mode, err, now.Object["data"])
-		}
-	}
 	// The hook answers but the API server refuses the child: the child is
 	// kept as it was, the refusal is in the condition (with the hook's
 	// status) and an Event, and the write is retried with backoff.
@@ -190,6 +174,32 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 		t.Fatalf("rejected: the child changed or went away: %v %v", err, now.Object["data"])
 	}
 
+	for _, tc := range []struct{ mode, reason string }{
+		{"garbage", "InvalidResponse"}, {"unknown", "childs"}, {"slow", "Timeout"}, {"down", "Unavailable"},
+	} {
+		metric := tc.reason
+		if tc.mode == "unknown" {
+			metric = "InvalidResponse"
+		}
+		before := hookErrors(t, "compositecontroller/flaky-controller", metric)
+		mode.Store(tc.mode)
+		mustKubectl(t, flakyYAML("2-"+tc.mode), "apply", "-f", "-")
+		eventually(t, 30*time.Second, condition("SyncHookFailed", tc.reason))
+		if after := hookErrors(t, "compositecontroller/flaky-controller", metric); after <= before {
+			t.Errorf("%s: hook errors metric %v -> %v", tc.mode, before, after)
+		}
+		// Backoff: a handful of retries, not a hot loop.
+		c0 := calls.Load()
+		time.Sleep(3 * time.Second)
+		if n := calls.Load() - c0; n > 8 {
+			t.Errorf("%s: %d calls in 3s: no backoff", tc.mode, n)
+		}
+		// Nothing was deleted or changed.
+		now, err := getObj(t, "v1", "ConfigMap", ns, "f-data")
+		if err != nil || now.GetUID() != cm.GetUID() || str(path(now.Object, "data.v")) != "1" {
+			t.Fatalf("%s: the child changed or went away: %v %v", tc.mode, err, now.Object["data"])
+		}
+	}
 	events := mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=f", "-o", "json")
 	for _, want := range []string{`"reason": "SyncHookFailed"`, "InvalidResponse", "Timeout", "Unavailable", `"reason": "ChildWriteFailed"`} {
 		if !strings.Contains(events, want) {
