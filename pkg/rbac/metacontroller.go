@@ -89,7 +89,7 @@ func (c *computation) decorator(dc *mcv1a1.DecoratorController) error {
 
 // resourceOf splits a Metacontroller resource rule (apiVersion and plural
 // resource name) into its group and resource, checking it with the mapper
-// when there is one.
+// when there is one (which also turns a singular name into the plural).
 func (c *computation) resourceOf(path string, r mcv1a1.ResourceRule) (schema.GroupVersionResource, error) {
 	gv, err := schema.ParseGroupVersion(r.APIVersion)
 	if err != nil || r.APIVersion == "" {
@@ -100,9 +100,14 @@ func (c *computation) resourceOf(path string, r mcv1a1.ResourceRule) (schema.Gro
 	}
 	gvr := gv.WithResource(r.Resource)
 	if c.opts.Mapper != nil {
-		if _, err := c.opts.Mapper.KindFor(gvr); err != nil {
+		// The API server (and the controllers) also accept the singular
+		// name; RBAC rules need the plural one.
+		full, err := c.opts.Mapper.ResourceFor(gvr)
+		if err != nil {
 			c.warn(fmt.Sprintf("resource %s: not served by the cluster (%v)", displayGR(gvr.GroupResource()), err))
+			return gvr, nil
 		}
+		gvr.Resource = full.Resource
 	}
 	return gvr, nil
 }

@@ -319,7 +319,8 @@ func TestComputeMetacontroller(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "dc"},
 			Spec: mcv1a1.DecoratorControllerSpec{
 				Resources:   []mcv1a1.DecoratorControllerResourceRule{{ResourceRule: mcv1a1.ResourceRule{APIVersion: "v1", Resource: "configmaps"}}},
-				Attachments: []mcv1a1.DecoratorControllerAttachmentRule{{ResourceRule: mcv1a1.ResourceRule{APIVersion: "v1", Resource: "secrets"}}},
+				// Singular: the mapper gives the plural the RBAC rule needs.
+				Attachments: []mcv1a1.DecoratorControllerAttachmentRule{{ResourceRule: mcv1a1.ResourceRule{APIVersion: "v1", Resource: "secret"}}},
 			},
 		}},
 	}
