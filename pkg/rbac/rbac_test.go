@@ -318,7 +318,7 @@ func TestComputeMetacontroller(t *testing.T) {
 		Decorators: []*mcv1a1.DecoratorController{{
 			ObjectMeta: metav1.ObjectMeta{Name: "dc"},
 			Spec: mcv1a1.DecoratorControllerSpec{
-				Resources:   []mcv1a1.DecoratorControllerResourceRule{{ResourceRule: mcv1a1.ResourceRule{APIVersion: "v1", Resource: "configmaps"}}},
+				Resources: []mcv1a1.DecoratorControllerResourceRule{{ResourceRule: mcv1a1.ResourceRule{APIVersion: "v1", Resource: "configmaps"}}},
 				// Singular: the mapper gives the plural the RBAC rule needs.
 				Attachments: []mcv1a1.DecoratorControllerAttachmentRule{{ResourceRule: mcv1a1.ResourceRule{APIVersion: "v1", Resource: "secret"}}},
 			},
