@@ -125,4 +125,11 @@ func TestMetacontrollerSyncAfterWrites(t *testing.T) {
 		}
 		return ""
 	})
+	// kubectl get shows it in the printer columns.
+	out := mustKubectl(t, "", "get", "compositecontroller", "tally-controller")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 ||
+		strings.Join(strings.Fields(lines[0]), " ") != "NAME READY REASON AGE" ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "tally-controller False InvalidSpec ") {
+		t.Errorf("kubectl get compositecontroller:\n%s", out)
+	}
 }

@@ -13,6 +13,9 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=compositecontrollers,scope=Cluster,shortName=cc;cctl
 // +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, request not yet submitted"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the controller runs"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,description="Running, or why the controller does not run"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:subresource:status
 type CompositeController struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -349,6 +352,9 @@ type CompositeControllerStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=decoratorcontrollers,scope=Cluster,shortName=dec;decorators
 // +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, request not yet submitted"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the controller runs"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,description="Running, or why the controller does not run"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:subresource:status
 type DecoratorController struct {
 	metav1.TypeMeta   `json:",inline"`
