@@ -213,20 +213,20 @@ spec:
 	h.quiet(3 * time.Second)
 	initial := h.calls.Load()
 
-	patch := func(i int, p string) error {
-		u := parent(i)
-		return k8sClient.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(p)))
+	// callsPerChange patches benchChanges parents with p and returns the
+	// hook calls per patched parent.
+	callsPerChange := func(p string) float64 {
+		c0 := h.calls.Load()
+		parallel(benchChanges, func(i int) error {
+			return k8sClient.Patch(ctx, parent(i), client.RawPatch(types.MergePatchType, []byte(p)))
+		})
+		h.quiet(3 * time.Second)
+		return float64(h.calls.Load()-c0) / benchChanges
 	}
-	// A change that leaves the desired children as they are.
-	c0 := h.calls.Load()
-	parallel(benchChanges, func(i int) error { return patch(i, `{"metadata":{"labels":{"touched":"yes"}}}`) })
-	h.quiet(3 * time.Second)
-	labelCalls := float64(h.calls.Load()-c0) / benchChanges
-	// A change that updates every child of the parent.
-	c0 = h.calls.Load()
-	parallel(benchChanges, func(i int) error { return patch(i, `{"spec":{"value":"v2"}}`) })
-	h.quiet(3 * time.Second)
-	specCalls := float64(h.calls.Load()-c0) / benchChanges
+	// A change that leaves the desired children as they are, then one that
+	// updates every child of the parent.
+	labelCalls := callsPerChange(`{"metadata":{"labels":{"touched":"yes"}}}`)
+	specCalls := callsPerChange(`{"spec":{"value":"v2"}}`)
 
 	// A restart sends every parent again (the last observed states are not
 	// persisted): duplicates are counted up to here.
@@ -238,14 +238,8 @@ spec:
 	benchKubectl(b, "", "annotate", "compositecontroller", ns, metacontroller.SyncAfterWritesAnnotation+"=false")
 	time.Sleep(time.Second)
 	h.quiet(5 * time.Second)
-	c0 = h.calls.Load()
-	parallel(benchChanges, func(i int) error { return patch(i, `{"metadata":{"labels":{"touched":"again"}}}`) })
-	h.quiet(3 * time.Second)
-	labelCallsNoFollow := float64(h.calls.Load()-c0) / benchChanges
-	c0 = h.calls.Load()
-	parallel(benchChanges, func(i int) error { return patch(i, `{"spec":{"value":"v3"}}`) })
-	h.quiet(3 * time.Second)
-	specCallsNoFollow := float64(h.calls.Load()-c0) / benchChanges
+	labelCallsNoFollow := callsPerChange(`{"metadata":{"labels":{"touched":"again"}}}`)
+	specCallsNoFollow := callsPerChange(`{"spec":{"value":"v3"}}`)
 
 	b.ReportMetric(elapsed.Seconds(), "s-to-all-children")
 	b.ReportMetric(created.Seconds(), "s-to-create-parents")
