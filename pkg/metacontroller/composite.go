@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
 	"slices"
 	"sort"
 	"strings"
@@ -160,7 +159,7 @@ func startComposite(ctx context.Context, d deps, cc *mcv1a1.CompositeController)
 		return nil, err
 	}
 	if p := spec.ResyncPeriodSeconds; p != nil && *p > 0 {
-		c.every(ctx, time.Duration(*p)*time.Second, func() {
+		c.every(time.Duration(*p)*time.Second, func() {
 			for _, o := range c.parents.index.list("", true) {
 				c.enqueueForced(c.keyOf(o))
 			}
@@ -285,6 +284,11 @@ func (c *composite) selector(parent *unstructured.Unstructured) (labels.Selector
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls); err != nil {
 		return nil, fmt.Errorf("spec.selector: %w", err)
 	}
+	if len(ls.MatchLabels) == 0 && len(ls.MatchExpressions) == 0 {
+		// It would select, adopt and (not being desired) delete every
+		// object of the child kinds in reach.
+		return nil, errors.New("spec.selector: an empty selector matches every object; set matchLabels, matchExpressions or both (or the controller's generateSelector)")
+	}
 	return selectorOf(&ls, "spec.selector")
 }
 
@@ -367,7 +371,7 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 
 	sel, err := c.selector(parent)
 	if err != nil {
-		return c.hookFailed(ctx, pk, parent, w, "Sync", &hook.Error{Hook: "parent", Reason: "InvalidParent", Err: err})
+		return c.hookFailed(ctx, pk, parent, w, "Sync", &hook.Error{Hook: "parent", Reason: ReasonInvalidParent, Err: err})
 	}
 	observed := childSet{}
 	var observedList [][]*unstructured.Unstructured
@@ -404,10 +408,9 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 	fp := fingerprint(fmt.Sprintf("finalizing=%v", finalizing), []*unstructured.Unstructured{parent}, slices.Concat(observedList...), relatedList, revs)
 	st := c.state(pk)
 	c.mu.Lock()
-	forced := st.forced
-	st.forced = false
 	same := st.fingerprint == fp
 	c.mu.Unlock()
+	forced := c.takeForced(pk, st)
 	if same && !forced && len(w) == 0 {
 		c.log.V(2).Info("sync skipped: observed state unchanged", "parent", pk.String())
 		syncsTotal.WithLabelValues(c.name, "skipped").Inc()
@@ -444,7 +447,7 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 		}
 	}
 
-	var errs []error
+	var errs, parentErrs []error
 	if c.rolling && !finalizing {
 		errs = append(errs, c.syncRolling(ctx, parent, observed, desired, resp, relatedMap, w)...)
 	} else {
@@ -452,30 +455,23 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 	}
 	cur, err := c.writeStatus(ctx, parent, resultStatus(parent, resp.Status, errs), true, w)
 	if err != nil {
-		errs = append(errs, err)
+		parentErrs = append(parentErrs, err)
 	}
-	if finalizing && resp.Finalized && len(errs) == 0 {
+	if finalizing && resp.Finalized && len(errs)+len(parentErrs) == 0 {
 		if _, err := c.setFinalizer(ctx, cur, c.finalizer, false, w); err != nil {
-			errs = append(errs, err)
+			parentErrs = append(parentErrs, err)
 		}
 	}
 	if resp.ResyncAfterSeconds > 0 {
-		d := time.Duration(resp.ResyncAfterSeconds * float64(time.Second))
-		time.AfterFunc(d, func() {
-			if ctx.Err() == nil {
-				c.enqueueForced(pk)
-			}
-		})
+		c.resyncAfter(pk, time.Duration(resp.ResyncAfterSeconds*float64(time.Second)))
 	}
 	followUp = len(w) > 0 && !(c.ignoreSt && len(w) == 1 && hasRef(w, parent)) && (c.followUp || finalizing || c.rolling)
+	followUp = c.settleFollowUp(pk, parent, w, followUp)
 	c.log.V(1).Info("synced", "parent", pk.String(), "hook", hookName, "writes", len(w), "errors", len(errs))
-	if len(errs) > 0 {
+	if len(errs)+len(parentErrs) > 0 {
 		// Not fingerprinted: the retry must apply the same desired state
 		// again. The API server's refusal is reported on the parent.
-		err := errors.Join(errs...)
-		c.log.Error(err, "applying the hook's response failed; retrying", "parent", pk.String())
-		c.recorder.Eventf(parent, nil, corev1.EventTypeWarning, ReasonChildWriteFailed, "Sync", "applying the %s hook's response failed: %v", lower(hookName), err)
-		return err
+		return c.writeFailed(pk, parent, hookName, errs, parentErrs)
 	}
 	c.mu.Lock()
 	st.fingerprint = fp

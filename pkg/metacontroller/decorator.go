@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -163,7 +162,7 @@ func startDecorator(ctx context.Context, d deps, dc *mcv1a1.DecoratorController)
 		return nil, err
 	}
 	if p := spec.ResyncPeriodSeconds; p != nil && *p > 0 {
-		c.every(ctx, time.Duration(*p)*time.Second, func() {
+		c.every(time.Duration(*p)*time.Second, func() {
 			for _, dr := range c.resources {
 				for _, o := range dr.w.index.list("", true) {
 					c.enqueueForced(parentKey{gvk: dr.gvk, NamespacedName: keyOf(o)})
@@ -316,10 +315,9 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 	fp := fingerprint(fmt.Sprintf("finalizing=%v", finalizing), []*unstructured.Unstructured{obj}, observedList, relatedList)
 	st := c.state(pk)
 	c.mu.Lock()
-	forced := st.forced
-	st.forced = false
 	same := st.fingerprint == fp
 	c.mu.Unlock()
+	forced := c.takeForced(pk, st)
 	if same && !forced && len(w) == 0 {
 		syncsTotal.WithLabelValues(c.name, "skipped").Inc()
 		return nil
@@ -348,35 +346,28 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 		ann[DecoratorAnnotation] = c.dc.Name
 		d.SetAnnotations(ann)
 	}
+	var parentErrs []error
 	errs := c.manage(ctx, obj, c.attach, observed, desired, w)
 	cur, err := c.writeStatus(ctx, obj, resultStatus(obj, resp.Status, errs), false, w)
 	if err != nil {
-		errs = append(errs, err)
+		parentErrs = append(parentErrs, err)
 	}
 	if cur, err = c.patchMetadata(ctx, cur, resp.Labels, resp.Annotations, w); err != nil {
-		errs = append(errs, err)
+		parentErrs = append(parentErrs, err)
 	}
-	if finalizing && resp.Finalized && len(errs) == 0 {
+	if finalizing && resp.Finalized && len(errs)+len(parentErrs) == 0 {
 		if _, err := c.setFinalizer(ctx, cur, c.finalizer, false, w); err != nil {
-			errs = append(errs, err)
+			parentErrs = append(parentErrs, err)
 		}
 	}
 	if resp.ResyncAfterSeconds > 0 {
-		d := time.Duration(resp.ResyncAfterSeconds * float64(time.Second))
-		time.AfterFunc(d, func() {
-			if ctx.Err() == nil {
-				c.enqueueForced(pk)
-			}
-		})
+		c.resyncAfter(pk, time.Duration(resp.ResyncAfterSeconds*float64(time.Second)))
 	}
-	followUp = len(w) > 0 && (c.followUp || finalizing)
-	if len(errs) > 0 {
+	followUp = c.settleFollowUp(pk, obj, w, len(w) > 0 && (c.followUp || finalizing))
+	if len(errs)+len(parentErrs) > 0 {
 		// Not fingerprinted: the retry must apply the same desired state
 		// again. The API server's refusal is reported on the object.
-		err := errors.Join(errs...)
-		c.log.Error(err, "applying the hook's response failed; retrying", "object", pk.String())
-		c.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonChildWriteFailed, "Sync", "applying the %s hook's response failed: %v", lower(hookName), err)
-		return err
+		return c.writeFailed(pk, obj, hookName, errs, parentErrs)
 	}
 	c.mu.Lock()
 	st.fingerprint = fp

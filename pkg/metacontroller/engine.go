@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -97,6 +98,11 @@ type parentState struct {
 	fingerprint string
 	// forced: the next sync calls the hook even if nothing changed.
 	forced bool
+	// resyncAt: when the hook's resyncAfterSeconds asked for a sync.
+	resyncAt time.Time
+	// selfWrites counts the consecutive syncs whose only write was to
+	// the parent itself (its status, labels or annotations).
+	selfWrites int
 	// customize caches the customize hook's answer.
 	customizeKey string
 	related      []relatedRule
@@ -120,6 +126,7 @@ type engine struct {
 	states   map[parentKey]*parentState
 	watches  []*watch
 	noStatus map[schema.GroupVersionKind]bool // kinds without a status subresource
+	ctx      context.Context                  // of the workers, set by start; cancelled by stop
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 }
@@ -163,6 +170,79 @@ func (e *engine) enqueueForced(pk parentKey) {
 	e.queue.Add(pk)
 }
 
+// MinResyncAfter is the shortest resyncAfterSeconds honoured: a hook
+// that answers less is resynced after this long.
+const MinResyncAfter = time.Second
+
+// resyncAfter schedules a sync of pk that calls the hook after d (the
+// hook's resyncAfterSeconds, at least MinResyncAfter). The latest request
+// replaces earlier ones; the queue holds one entry per parent, so
+// repeated answers do not pile up.
+func (e *engine) resyncAfter(pk parentKey, d time.Duration) {
+	if d < MinResyncAfter {
+		d = MinResyncAfter
+	}
+	st := e.state(pk)
+	e.mu.Lock()
+	st.resyncAt = time.Now().Add(d)
+	e.mu.Unlock()
+	e.queue.AddAfter(pk, d)
+}
+
+// takeForced reports whether this sync of pk must call the hook even if
+// the observed state did not change (a resync is due), and clears the
+// request. A resyncAfter still in the future is scheduled again: the queue
+// may have kept an earlier entry of the same parent instead of it.
+func (e *engine) takeForced(pk parentKey, st *parentState) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	forced := st.forced
+	st.forced = false
+	if !st.resyncAt.IsZero() {
+		if wait := time.Until(st.resyncAt); wait > 0 {
+			e.queue.AddAfter(pk, wait)
+		} else {
+			st.resyncAt = time.Time{}
+			forced = true
+		}
+	}
+	return forced
+}
+
+// maxSelfWriteFollowUps is how many syncs in a row may be followed up
+// although they wrote nothing but the parent itself.
+const maxSelfWriteFollowUps = 3
+
+// settleFollowUp decides whether a sync of parent whose writes were w is
+// followed up. A hook whose answer changes the parent on every call (a
+// timestamp in its status) would otherwise be called in a loop: after
+// maxSelfWriteFollowUps such syncs in a row, a write to the parent alone
+// no longer triggers a follow-up; the hook is called at the next change
+// or resync. A Warning Event (StatusNotSettling) says so once per streak.
+func (e *engine) settleFollowUp(pk parentKey, parent *unstructured.Unstructured, w writes, followUp bool) bool {
+	st := e.state(pk)
+	_, onlyParent := w[refOf(parent)]
+	onlyParent = onlyParent && len(w) == 1
+	e.mu.Lock()
+	if !followUp || !onlyParent {
+		st.selfWrites = 0
+		e.mu.Unlock()
+		return followUp
+	}
+	st.selfWrites++
+	n := st.selfWrites
+	e.mu.Unlock()
+	if n <= maxSelfWriteFollowUps {
+		return true
+	}
+	if n == maxSelfWriteFollowUps+1 {
+		e.log.Info("the hook's answer changes the parent on every call; not following up on its own writes until something else changes", "parent", pk.String())
+		e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, "StatusNotSettling", "Sync",
+			"the hook's answer changed this object on each of the last %d syncs with nothing else changing (e.g. a timestamp in its status); it is called again at the next change or resync", maxSelfWriteFollowUps+1)
+	}
+	return false
+}
+
 // observed routes an event that concerns pk through the expectations.
 func (e *engine) observed(pk parentKey, obj *unstructured.Unstructured, deleted bool) {
 	if e.exp.observe(pk, obj, deleted) != ignore {
@@ -203,7 +283,7 @@ func (e *engine) watch(ctx context.Context, gvk schema.GroupVersionKind, fn even
 // the workers until stop.
 func (e *engine) start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	e.cancel = cancel
+	e.ctx, e.cancel = ctx, cancel
 	for {
 		e.mu.Lock()
 		all := true
@@ -237,8 +317,9 @@ func (e *engine) start(ctx context.Context) error {
 	return nil
 }
 
-// every runs fn every period until stop.
-func (e *engine) every(ctx context.Context, period time.Duration, fn func()) {
+// every runs fn every period until stop (call it after start).
+func (e *engine) every(period time.Duration, fn func()) {
+	ctx := e.ctx
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -128,13 +128,17 @@ func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructu
 	if reason == "" {
 		reason = "Error"
 	}
-	evReason := hookName + "HookFailed"
-	e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, evReason, "Sync", "%s hook failed (%s): %v", hookName, reason, err)
-	e.log.Info("hook failed", "parent", pk.String(), "hook", hookName, "reason", reason, "error", err.Error())
+	evReason, msg := hookName+"HookFailed", fmt.Sprintf("%s hook failed (%s): %v", hookName, reason, err)
+	if reason == ReasonInvalidParent {
+		// The hook was not called: the parent itself is unusable.
+		evReason, msg = ReasonInvalidParent, fmt.Sprintf("the parent is invalid, the hook is not called: %v", errors.Unwrap(err))
+	}
+	e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, evReason, "Sync", "%s", msg)
+	e.log.Info("sync failed", "parent", pk.String(), "hook", hookName, "reason", reason, "error", err.Error())
 	syncsTotal.WithLabelValues(e.name, "failed").Inc()
 
 	cur, _ := parent.Object["status"].(map[string]any)
-	status := withSyncedFalse(cur, cur, evReason, fmt.Sprintf("%s hook failed (%s): %v", hookName, reason, err), parent.GetGeneration())
+	status := withSyncedFalse(cur, cur, evReason, msg, parent.GetGeneration())
 	if apply.Equal(cur, status) {
 		return err
 	}
@@ -153,9 +157,15 @@ func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructu
 
 // Reasons of the Synced=False condition besides "<Hook>HookFailed".
 const (
+	// ReasonInvalidParent: the parent cannot be synced (e.g. its
+	// spec.selector is missing or empty); the hook is not called.
+	ReasonInvalidParent = "InvalidParent"
 	// ReasonChildWriteFailed: the hook answered, but the API server refused
 	// a write of a child (or attachment); message names the object.
 	ReasonChildWriteFailed = "ChildWriteFailed"
+	// ReasonParentWriteFailed (an Event only): the API server refused a
+	// write of the parent itself (its status, finalizer or labels).
+	ReasonParentWriteFailed = "ParentWriteFailed"
 )
 
 // withSyncedFalse returns a copy of status (nil: an empty status) with the
@@ -223,12 +233,47 @@ func syncedCondition(status map[string]any) map[string]any {
 	return nil
 }
 
+// refusals drops the conflicts from errs: a conflict means the object
+// changed since the cache showed it, which the retry resolves, and is not
+// worth a condition or an Event.
+func refusals(errs []error) []error {
+	var out []error
+	for _, err := range errs {
+		if !apierrors.IsConflict(err) {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// writeFailed reports the failed writes of a sync of parent and returns
+// them joined, for the retry with backoff. Conflicts are retried quietly;
+// refused child writes get a ChildWriteFailed Warning Event, failed writes
+// of the parent itself (status, finalizer, labels) a ParentWriteFailed one.
+func (e *engine) writeFailed(pk parentKey, parent *unstructured.Unstructured, hookName string, childErrs, parentErrs []error) error {
+	err := errors.Join(append(append([]error(nil), childErrs...), parentErrs...)...)
+	if r := refusals(childErrs); len(r) > 0 {
+		e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, ReasonChildWriteFailed, "Sync", "applying the %s hook's response failed: %v", lower(hookName), errors.Join(r...))
+	}
+	if r := refusals(parentErrs); len(r) > 0 {
+		e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, ReasonParentWriteFailed, "Sync", "writing the %s hook's answer to this object failed: %v", lower(hookName), errors.Join(r...))
+	}
+	if len(refusals(childErrs))+len(refusals(parentErrs)) == 0 {
+		e.log.V(1).Info("write conflict; retrying", "parent", pk.String(), "error", err.Error())
+	} else {
+		e.log.Info("applying the hook's response failed; retrying with backoff", "parent", pk.String(), "error", err.Error())
+	}
+	return err
+}
+
 // resultStatus is the status a sync writes: the hook's status, with a
 // Synced=False ChildWriteFailed condition when writes failed (errs), or
 // the parent's current status without a stale Synced=False when the hook
-// set none. nil means: leave the status alone.
+// set none. Conflicts in errs do not count. nil means: leave the status
+// alone.
 func resultStatus(parent *unstructured.Unstructured, hookStatus map[string]any, errs []error) map[string]any {
 	cur, _ := parent.Object["status"].(map[string]any)
+	errs = refusals(errs)
 	if len(errs) > 0 {
 		base := hookStatus
 		if base == nil {

@@ -209,8 +209,12 @@ type Webhook struct {
 	// URL is the full URL of the hook; it overrides service and path.
 	// +optional
 	URL *string `json:"url,omitempty"`
-	// Timeout of one call (Go duration; default 10s).
+	// Timeout of one call (Go duration; default 10s). The API server
+	// refuses values that are not Go durations, so that no object can stop
+	// the controllers' informers from decoding their list.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h))+)$`
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// Path is appended to the service address.
 	// +optional

@@ -1,6 +1,7 @@
 package hookapi
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sort"
@@ -173,12 +174,22 @@ type CustomizeResponse struct {
 	RelatedResourceRules []*mcv1a1.RelatedResourceRule `json:"relatedResources"`
 }
 
-// Decode decodes a hook response body into out (a pointer to one of the
-// response types). Integers decode as int64, floats as float64, and field
+// Decode decodes a hook response body, which must be a JSON object, into
+// out (a pointer to one of the response types). Integers decode as int64, floats as float64, and field
 // names match case-sensitively. In strict mode unknown and duplicated fields
 // are errors; in loose mode they are ignored. Errors name the offending
 // field.
 func Decode(data []byte, strict bool, out any) error {
+	// A response must be an object: `null` (a handler that forgot its
+	// return value) would otherwise decode as "no children" and delete
+	// them all.
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		got := string(t)
+		if len(got) > 20 {
+			got = got[:20] + "..."
+		}
+		return fmt.Errorf("invalid JSON: the response must be a JSON object, got %q", got)
+	}
 	strictErrs, err := sigsjson.UnmarshalStrict(data, out)
 	if err != nil {
 		return fmt.Errorf("invalid JSON: %w", err)

@@ -200,6 +200,11 @@ func TestCompositeResponseDecode(t *testing.T) {
 		{`{"Children":[]}`, true, `unknown field "Children"`},
 		{`not json`, false, "invalid JSON"},
 		{`{"children":{}}`, false, "invalid JSON"},
+		// A handler that forgot to return: never "no children".
+		{`null`, false, `the response must be a JSON object, got "null"`},
+		{" \n null ", true, `got "null"`},
+		{`[]`, false, `got "[]"`},
+		{``, false, `got ""`},
 	} {
 		var r CompositeResponse
 		err := Decode([]byte(tc.body), tc.strict, &r)

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// widgetCC is a CompositeController of Widgets with ConfigMap children and
+// the given extra spec lines (indented two spaces).
+func widgetCC(name, hookURL, extra string) string {
+	return fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: %s}
+spec:
+  parentResource: {apiVersion: e2e.dcontroller.io/v1, resource: widgets}
+  childResources:
+    - apiVersion: v1
+      resource: configmaps
+      updateStrategy: {method: InPlace}
+%s  hooks:
+    sync:
+      webhook: {url: %s}
+`, name, extra, hookURL)
+}
+
+// TestMetacontrollerMisuse: inputs that must not hurt. The API server
+// refuses a webhook timeout that is not a duration (it would stop the
+// informer of every CompositeController); a parent with an empty selector
+// is refused instead of adopting and deleting every ConfigMap of its
+// namespace; a hook that answers `null` deletes nothing; resyncAfterSeconds
+// does not pile up timers and has a floor; a hook whose status changes on
+// every call is not called in a loop; a controller with a resync period
+// can be changed and deleted (its ticker stops).
+func TestMetacontrollerMisuse(t *testing.T) {
+	const ns = "e2e-mc-misuse"
+	installCRD(t, "Widget", "widgets", "Namespaced")
+	mustKubectl(t, "", "create", "namespace", ns)
+	startManager(t)
+
+	// Refused at admission, with the field named.
+	out, err := kubectl(t, widgetCC("bad-timeout", "http://127.0.0.1:1", "")+"", "apply", "-f", "-")
+	if err != nil {
+		t.Fatalf("a valid controller is refused: %v %s", err, out)
+	}
+	mustKubectl(t, "", "delete", "compositecontroller", "bad-timeout")
+	bad := strings.Replace(widgetCC("bad-timeout", "http://127.0.0.1:1", ""), "webhook: {url: http://127.0.0.1:1}", "webhook: {url: http://127.0.0.1:1, timeout: banana}", 1)
+	if out, err := kubectl(t, bad, "apply", "-f", "-"); err == nil || !strings.Contains(out+err.Error(), "spec.hooks.sync.webhook.timeout") {
+		t.Errorf("timeout: banana: %v %s", err, out)
+	}
+
+	var mode atomic.Value
+	mode.Store("ok")
+	h := newHookServer(t, func(req map[string]any) any {
+		parent, _ := req["parent"].(map[string]any)
+		name := str(path(parent, "metadata.name"))
+		child := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name + "-0", "labels": map[string]any{"widget": name}}, "data": map[string]any{"v": "1"}}
+		switch mode.Load().(string) {
+		case "null":
+			return nil // encoded as `null`
+		case "resync":
+			return map[string]any{"children": []any{child}, "resyncAfterSeconds": 0.001}
+		case "clock":
+			return map[string]any{"children": []any{child}, "status": map[string]any{"now": time.Now().Format(time.RFC3339Nano)}}
+		}
+		return map[string]any{"children": []any{child}}
+	})
+	applyMC(t, widgetCC("widgets", h.URL, "  resyncPeriodSeconds: 60\n"))
+
+	// An empty selector: refused; the bystander is neither adopted nor
+	// deleted.
+	mustKubectl(t, "", "-n", ns, "create", "configmap", "bystander", "--from-literal=a=b")
+	mustKubectl(t, `apiVersion: e2e.dcontroller.io/v1
+kind: Widget
+metadata: {name: open, namespace: `+ns+`}
+spec: {selector: {}}
+`, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		p, _ := getObj(t, "e2e.dcontroller.io/v1", "Widget", ns, "open")
+		c := str(path(p.Object, "status.conditions"))
+		if !strings.Contains(c, "InvalidParent") || !strings.Contains(c, "empty selector") {
+			return "conditions " + c
+		}
+		return ""
+	})
+	if bs, err := getObj(t, "v1", "ConfigMap", ns, "bystander"); err != nil || len(bs.GetOwnerReferences()) != 0 {
+		t.Fatalf("the bystander was touched: %v %v", err, bs.GetOwnerReferences())
+	}
+
+	// A working parent, then its hook answers null: nothing is deleted.
+	mustKubectl(t, `apiVersion: e2e.dcontroller.io/v1
+kind: Widget
+metadata: {name: w, namespace: `+ns+`}
+spec: {selector: {matchLabels: {widget: w}}, v: "1"}
+`, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		if _, err := getObj(t, "v1", "ConfigMap", ns, "w-0"); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	mode.Store("null")
+	mustKubectl(t, "", "-n", ns, "patch", "widget", "w", "--type=merge", "-p", `{"spec":{"v":"2"}}`)
+	eventually(t, 30*time.Second, func() string {
+		p, _ := getObj(t, "e2e.dcontroller.io/v1", "Widget", ns, "w")
+		if c := str(path(p.Object, "status.conditions")); !strings.Contains(c, "must be a JSON object") {
+			return "conditions " + c
+		}
+		return ""
+	})
+	if _, err := getObj(t, "v1", "ConfigMap", ns, "w-0"); err != nil {
+		t.Fatalf("a null answer deleted the child: %v", err)
+	}
+
+	// resyncAfterSeconds: 0.001 is held to the 1s floor, and changes of
+	// the parent do not add timers.
+	mode.Store("resync")
+	for i := 0; i < 5; i++ {
+		mustKubectl(t, "", "-n", ns, "annotate", "--overwrite", "widget", "w", fmt.Sprintf("touch=%d", i))
+	}
+	time.Sleep(2 * time.Second)
+	c0 := h.calls.Load()
+	time.Sleep(5 * time.Second)
+	if n := h.calls.Load() - c0; n < 3 || n > 7 {
+		t.Errorf("resyncAfterSeconds 0.001: %d calls in 5s, want about 5 (one per second)", n)
+	}
+
+	// A status that changes on every call: a few follow-ups, then quiet,
+	// with a Warning Event.
+	mode.Store("clock")
+	mustKubectl(t, "", "-n", ns, "annotate", "--overwrite", "widget", "w", "touch=clock")
+	time.Sleep(2 * time.Second)
+	c0 = h.calls.Load()
+	time.Sleep(3 * time.Second)
+	if n := h.calls.Load() - c0; n > 0 {
+		t.Errorf("a status that never settles: %d calls in 3s after the change", n)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if ev := mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=w,reason=StatusNotSettling", "-o", "name"); ev == "" {
+			return "no StatusNotSettling event"
+		}
+		return ""
+	})
+
+	// The controller (with a resync period) is changed, then deleted: both
+	// take effect; a controller created afterwards starts.
+	mode.Store("ok")
+	applyMC(t, widgetCC("widgets", h.URL, "  resyncPeriodSeconds: 5\n"))
+	mustKubectl(t, "", "annotate", "compositecontroller", "widgets", "touch=1")
+	mustKubectl(t, "", "delete", "compositecontroller", "widgets")
+	// An int32 field out of range is refused at admission too.
+	if out, err := kubectl(t, widgetCC("huge", h.URL, "  resyncPeriodSeconds: 99999999999\n"), "apply", "-f", "-"); err == nil {
+		t.Errorf("resyncPeriodSeconds: 99999999999 accepted: %s", out)
+	}
+	applyMC(t, widgetCC("probe", h.URL, ""))
+	eventually(t, 30*time.Second, func() string {
+		out := mustKubectl(t, "", "get", "compositecontroller", "probe", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		if out != "True" {
+			return "probe Ready=" + out
+		}
+		return ""
+	})
+}
