@@ -84,4 +84,20 @@ func TestMetacontrollerMigrationGuide(t *testing.T) {
 	}
 	mustKubectl(t, "", "-n", ns, "patch", "podservice.examples.dcontroller.io", "web", "--type=merge", "-p", `{"spec":{"image":"nginx:1.28"}}`)
 	eventually(t, 30*time.Second, converged("web", "nginx:1.28"))
+	// A port change cannot be made to a Pod in place: the Recreate
+	// strategy of the example replaces it.
+	before, _ := getObj(t, "v1", "Pod", ns, "web-pod")
+	mustKubectl(t, "", "-n", ns, "patch", "podservice.examples.dcontroller.io", "web", "--type=merge", "-p", `{"spec":{"port":9090}}`)
+	eventually(t, 30*time.Second, func() string {
+		pod, err := getObj(t, "v1", "Pod", ns, "web-pod")
+		if err != nil {
+			return err.Error()
+		}
+		c, _ := path(pod.Object, "spec.containers").([]any)
+		ports, _ := path(c[0].(map[string]any), "ports").([]any)
+		if pod.GetUID() == before.GetUID() || len(ports) != 1 || str(path(ports[0].(map[string]any), "containerPort")) != "9090" {
+			return fmt.Sprintf("pod %s ports %v", pod.GetUID(), ports)
+		}
+		return ""
+	})
 }

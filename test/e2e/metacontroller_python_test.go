@@ -12,15 +12,15 @@ import (
 	"time"
 )
 
-// startPythonHook runs testdata/metacontroller/<script> with python3 and
-// returns its base URL.
+// startPythonHook runs examples/metacontroller-podservice/<script> with
+// python3 and returns its base URL.
 func startPythonHook(t *testing.T, script string) string {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Fatalf("python3 is required for the language-independence test: %v", err)
 	}
-	cmd := exec.Command(py, filepath.Join(repoRoot, "test", "e2e", "testdata", "metacontroller", script), "0")
+	cmd := exec.Command(py, filepath.Join(repoRoot, "examples", "metacontroller-podservice", script), "0")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
