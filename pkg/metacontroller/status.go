@@ -128,7 +128,7 @@ func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructu
 	if reason == "" {
 		reason = "Error"
 	}
-	evReason, msg := hookName+"HookFailed", fmt.Sprintf("%s hook failed (%s): %v", hookName, reason, err)
+	evReason, msg := hookName+"HookFailed", fmt.Sprintf("%s hook failed: %v", hookName, err)
 	if reason == ReasonInvalidParent {
 		// The hook was not called: the parent itself is unusable.
 		evReason, msg = ReasonInvalidParent, fmt.Sprintf("the parent is invalid, the hook is not called: %v", errors.Unwrap(err))
