@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,10 @@ type Options struct {
 type running struct {
 	stamp string
 	stop  func()
+	// parent is the parent kind of a CompositeController and whether its
+	// parentResource has a labelSelector.
+	parent      schema.GroupVersionKind
+	parentScope bool
 }
 
 // runner keeps the dynamic controllers of a manager.
@@ -139,8 +144,9 @@ func (r *runner) stopAll() {
 }
 
 // upsert (re)starts the controller under key unless it already runs the
-// same stamp; start returns the stop function.
-func (r *runner) upsert(key, st string, start func() (func(), error)) (bool, error) {
+// same stamp; start returns what runs (its stop function, for composites
+// the parent kind).
+func (r *runner) upsert(key, st string, start func() (*running, error)) (bool, error) {
 	r.mu.Lock()
 	cur := r.running[key]
 	r.mu.Unlock()
@@ -148,14 +154,36 @@ func (r *runner) upsert(key, st string, start func() (func(), error)) (bool, err
 		return false, nil
 	}
 	r.stopKey(key)
-	stop, err := start()
+	run, err := start()
 	if err != nil {
 		return true, err
 	}
+	run.stamp = st
 	r.mu.Lock()
-	r.running[key] = &running{stamp: st, stop: stop}
+	r.running[key] = run
 	r.mu.Unlock()
 	return true, nil
+}
+
+// sameParents lists the other running CompositeControllers with the parent
+// kind of key, when either of the two has no parentResource.labelSelector:
+// two controllers of the same parents overwrite each other's children and
+// status.
+func (r *runner) sameParents(key string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	me := r.running[key]
+	if me == nil || me.parent.Empty() {
+		return nil
+	}
+	var out []string
+	for k, o := range r.running {
+		if k != key && o.parent == me.parent && (!o.parentScope || !me.parentScope) {
+			out = append(out, strings.TrimPrefix(k, "compositecontroller/"))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -172,13 +200,19 @@ func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) 
 		r.stopKey(key)
 		return reconcile.Result{}, nil
 	}
-	_, err := r.upsert(key, stamp(cc), func() (func(), error) {
+	started, err := r.upsert(key, stamp(cc), func() (*running, error) {
 		c, err := startComposite(r.ctx, r.deps, cc)
 		if err != nil {
 			return nil, err
 		}
-		return c.stop, nil
+		return &running{stop: c.stop, parent: c.parent.gvk, parentScope: cc.Spec.ParentResource.LabelSelector != nil}, nil
 	})
+	if others := r.sameParents(key); started && err == nil && len(others) > 0 {
+		r.recorder.Eventf(cc, nil, corev1.EventTypeWarning, "ParentsShared", "Start",
+			"CompositeController(s) %s also manage %s parents: two controllers of the same parents overwrite each other's children and status; give them disjoint parentResource.labelSelector",
+			strings.Join(others, ", "), cc.Spec.ParentResource.Resource)
+		r.log.Info("parents shared with other controllers", "compositecontroller", cc.Name, "others", others)
+	}
 	if serr := r.writeStatus(ctx, cc, &cc.Status.Conditions, &cc.Status.ObservedGeneration, err); serr != nil && err == nil {
 		return reconcile.Result{}, serr
 	}
@@ -202,12 +236,12 @@ func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) 
 		r.stopKey(key)
 		return reconcile.Result{}, nil
 	}
-	_, err := r.upsert(key, stamp(dc), func() (func(), error) {
+	_, err := r.upsert(key, stamp(dc), func() (*running, error) {
 		c, err := startDecorator(r.ctx, r.deps, dc)
 		if err != nil {
 			return nil, err
 		}
-		return c.stop, nil
+		return &running{stop: c.stop}, nil
 	})
 	if serr := r.writeStatus(ctx, dc, &dc.Status.Conditions, &dc.Status.ObservedGeneration, err); serr != nil && err == nil {
 		return reconcile.Result{}, serr

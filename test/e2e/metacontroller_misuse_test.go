@@ -32,8 +32,9 @@ spec:
 // is refused instead of adopting and deleting every ConfigMap of its
 // namespace; a hook that answers `null` deletes nothing; resyncAfterSeconds
 // does not pile up timers and has a floor; a hook whose status changes on
-// every call is not called in a loop; a controller with a resync period
-// can be changed and deleted (its ticker stops).
+// every call is not called in a loop; a second controller of the same
+// parents gets a warning; a controller with a resync period can be changed
+// and deleted (its ticker stops).
 func TestMetacontrollerMisuse(t *testing.T) {
 	const ns = "e2e-mc-misuse"
 	installCRD(t, "Widget", "widgets", "Namespaced")
@@ -144,6 +145,18 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 		}
 		return ""
 	})
+
+	// A second controller of the same parents is started, with a
+	// warning (its hook is down: it changes nothing).
+	applyMC(t, widgetCC("widgets-twin", "http://127.0.0.1:1", ""))
+	eventually(t, 30*time.Second, func() string {
+		ev := mustKubectl(t, "", "get", "events", "-A", "--field-selector", "involvedObject.name=widgets-twin,reason=ParentsShared", "-o", "jsonpath={.items[*].message}")
+		if !strings.Contains(ev, "widgets also manage widgets parents") {
+			return "no ParentsShared event: " + ev
+		}
+		return ""
+	})
+	mustKubectl(t, "", "delete", "compositecontroller", "widgets-twin")
 
 	// The controller (with a resync period) is changed, then deleted: both
 	// take effect; a controller created afterwards starts.
