@@ -28,8 +28,10 @@ func newStartCommand() *cobra.Command {
 watches Operator objects (dcontroller.io/v1alpha1; install the CRDs first with
 kubectl apply -k config/crd) and runs each operator's controllers: a new or changed
 Operator is (re)started, a deleted one stopped, and each Operator's status
-reports its controllers' readiness, recent errors and counters. All
-controllers share one informer per watched kind.`,
+reports its controllers' readiness, recent errors and counters. It also runs
+the Metacontroller-compatible CompositeController and DecoratorController
+objects (metacontroller.k8s.io/v1alpha1) with their hooks; see
+docs/metacontroller.md. All controllers share one informer per watched kind.`,
 		Example: `  kubectl apply -k config/crd
   dctl start --kubeconfig ~/.kube/config`,
 		Args: cobra.NoArgs,

@@ -358,8 +358,8 @@ func (e *engine) work(ctx context.Context) bool {
 	return true
 }
 
-// stop removes the event handlers and stops the workers; it leaves every
-// object alone.
+// stop removes the event handlers, stops the workers and drops the
+// controller's metric series; it leaves every object alone.
 func (e *engine) stop() {
 	e.mu.Lock()
 	ws := e.watches
@@ -373,6 +373,7 @@ func (e *engine) stop() {
 	}
 	e.queue.ShutDown()
 	e.wg.Wait()
+	forgetMetrics(e.name)
 }
 
 // fingerprint summarises an observed state: every object by identity and

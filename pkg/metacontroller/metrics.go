@@ -3,6 +3,8 @@ package metacontroller
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/hook"
 )
 
 var (
@@ -18,4 +20,12 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(syncsTotal, writesTotal)
+}
+
+// forgetMetrics drops the metric series of a stopped controller.
+func forgetMetrics(controller string) {
+	l := prometheus.Labels{"controller": controller}
+	syncsTotal.DeletePartialMatch(l)
+	writesTotal.DeletePartialMatch(l)
+	hook.ForgetController(controller)
 }

@@ -156,7 +156,20 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 		}
 		return ""
 	})
+	eventually(t, 30*time.Second, func() string {
+		if hookErrors(t, "compositecontroller/widgets-twin", "Unavailable") == 0 {
+			return "no hook errors counted for widgets-twin"
+		}
+		return ""
+	})
 	mustKubectl(t, "", "delete", "compositecontroller", "widgets-twin")
+	// A deleted controller leaves no metric series behind.
+	eventually(t, 30*time.Second, func() string {
+		if n := hookErrors(t, "compositecontroller/widgets-twin", "Unavailable"); n != 0 {
+			return fmt.Sprintf("widgets-twin still has %v hook errors in the metrics", n)
+		}
+		return ""
+	})
 
 	// The controller (with a resync period) is changed, then deleted: both
 	// take effect; a controller created afterwards starts.

@@ -24,3 +24,12 @@ var (
 func init() {
 	metrics.Registry.MustRegister(callsTotal, errorsTotal, duration)
 }
+
+// ForgetController drops the metric series of a stopped controller
+// ("<kind>/<name>"), so that a deleted controller leaves none behind.
+func ForgetController(controller string) {
+	l := prometheus.Labels{"controller": controller}
+	callsTotal.DeletePartialMatch(l)
+	errorsTotal.DeletePartialMatch(l)
+	duration.DeletePartialMatch(l)
+}
