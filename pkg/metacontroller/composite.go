@@ -430,10 +430,13 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 		return c.hookFailed(ctx, pk, parent, w, hookName, invalidResponse("spec.hooks."+lower(hookName), err))
 	}
 	if !c.generate {
-		for _, d := range desired.list() {
+		// In the response's order, for the index (parseDesired checked
+		// the shape of every entry).
+		for i, raw := range resp.Children {
+			d := &unstructured.Unstructured{Object: raw}
 			if !sel.Matches(labels.Set(d.GetLabels())) {
 				return c.hookFailed(ctx, pk, parent, w, hookName, invalidResponse("spec.hooks."+lower(hookName),
-					fmt.Errorf("children: %s %s: labels %v do not match the parent's selector %s", d.GetKind(), describe(d), d.GetLabels(), sel)))
+					fmt.Errorf("children[%d] (%s %s): labels %v do not match the parent's selector %s", i, d.GetKind(), d.GetName(), d.GetLabels(), sel)))
 			}
 		}
 	} else {

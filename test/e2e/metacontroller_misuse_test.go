@@ -62,6 +62,9 @@ func TestMetacontrollerMisuse(t *testing.T) {
 		switch mode.Load().(string) {
 		case "null":
 			return nil // encoded as `null`
+		case "mismatch":
+			child["metadata"].(map[string]any)["labels"] = map[string]any{"widget": "other"}
+			return map[string]any{"children": []any{child}}
 		case "resync":
 			return map[string]any{"children": []any{child}, "resyncAfterSeconds": 0.001}
 		case "clock":
@@ -114,6 +117,21 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 	})
 	if _, err := getObj(t, "v1", "ConfigMap", ns, "w-0"); err != nil {
 		t.Fatalf("a null answer deleted the child: %v", err)
+	}
+
+	// A child whose labels the parent's selector does not match: refused
+	// with its index, nothing written.
+	mode.Store("mismatch")
+	mustKubectl(t, "", "-n", ns, "patch", "widget", "w", "--type=merge", "-p", `{"spec":{"v":"3"}}`)
+	eventually(t, 30*time.Second, func() string {
+		p, _ := getObj(t, "e2e.dcontroller.io/v1", "Widget", ns, "w")
+		if c := str(path(p.Object, "status.conditions")); !strings.Contains(c, "children[0] (ConfigMap w-0): labels map[widget:other] do not match") {
+			return "conditions " + c
+		}
+		return ""
+	})
+	if cm, err := getObj(t, "v1", "ConfigMap", ns, "w-0"); err != nil || cm.GetLabels()["widget"] != "w" {
+		t.Fatalf("the child was changed or deleted: %v %v", err, cm.GetLabels())
 	}
 
 	// resyncAfterSeconds: 0.001 is held to the 1s floor, and changes of
