@@ -101,3 +101,44 @@ func TestMetacontrollerMigrationGuide(t *testing.T) {
 		return ""
 	})
 }
+
+// TestMetacontrollerDecoratorExample runs the steps of
+// examples/metacontroller-decorator-pipeline: a labelled ConfigMap gets a
+// copy (an attachment owned by it) and an annotation naming the copy; the
+// copy follows a change of the original's data.
+func TestMetacontrollerDecoratorExample(t *testing.T) {
+	const ns = "e2e-mc-decorator-example"
+	startManager(t)
+	mustKubectl(t, "", "create", "namespace", ns)
+	applyMC(t, readExample(t, "metacontroller-decorator-pipeline", "controller.yaml"))
+	mustKubectl(t, readExample(t, "metacontroller-decorator-pipeline", "configmap.yaml"), "-n", ns, "apply", "-f", "-")
+	copied := func(color string) func() string {
+		return func() string {
+			cp, err := getObj(t, "v1", "ConfigMap", ns, "settings-backup")
+			if err != nil {
+				return err.Error()
+			}
+			if got := str(path(cp.Object, "data.color")) + "," + str(path(cp.Object, "data.size")); got != color+",large" {
+				return "settings-backup data " + got
+			}
+			if refs := cp.GetOwnerReferences(); len(refs) != 1 || refs[0].Name != "settings" {
+				return fmt.Sprintf("owner references %v", refs)
+			}
+			src, err := getObj(t, "v1", "ConfigMap", ns, "settings")
+			if err != nil {
+				return err.Error()
+			}
+			if a := src.GetAnnotations()["backup.example.com/copy"]; a != "settings-backup" {
+				return "annotation " + a
+			}
+			return ""
+		}
+	}
+	eventually(t, 30*time.Second, copied("blue"))
+	mustKubectl(t, "", "-n", ns, "patch", "configmap", "settings", "--type=merge", "-p", `{"data":{"color":"green"}}`)
+	eventually(t, 30*time.Second, copied("green"))
+	// The copy is not decorated itself (it has no backup=true label).
+	if _, err := getObj(t, "v1", "ConfigMap", ns, "settings-backup-backup"); !isNotFound(err) {
+		t.Errorf("the copy was copied: %v", err)
+	}
+}
