@@ -218,6 +218,7 @@ func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) 
 	}
 	if err != nil {
 		r.log.Error(err, "compositecontroller not started", "compositecontroller", cc.Name)
+		r.recorder.Eventf(cc, nil, corev1.EventTypeWarning, "InvalidSpec", "Start", "not started: %v", err)
 	}
 	return reconcile.Result{}, err
 }
@@ -248,6 +249,7 @@ func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) 
 	}
 	if err != nil {
 		r.log.Error(err, "decoratorcontroller not started", "decoratorcontroller", dc.Name)
+		r.recorder.Eventf(dc, nil, corev1.EventTypeWarning, "InvalidSpec", "Start", "not started: %v", err)
 	}
 	return reconcile.Result{}, err
 }

@@ -125,6 +125,13 @@ func TestMetacontrollerSyncAfterWrites(t *testing.T) {
 		}
 		return ""
 	})
+	eventually(t, 30*time.Second, func() string {
+		ev := mustKubectl(t, "", "get", "events", "-A", "--field-selector", "involvedObject.name=tally-controller,reason=InvalidSpec", "-o", "jsonpath={.items[*].message}")
+		if !strings.Contains(ev, "sync-after-writes") {
+			return "no InvalidSpec event: " + ev
+		}
+		return ""
+	})
 	// kubectl get shows it in the printer columns.
 	out := mustKubectl(t, "", "get", "compositecontroller", "tally-controller")
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 ||
