@@ -172,7 +172,7 @@ func (e *engine) enqueueForced(pk parentKey) {
 
 // MinResyncAfter is the shortest resyncAfterSeconds honoured: a hook
 // that answers less is resynced after this long.
-const MinResyncAfter = time.Second
+const MinResyncAfter = 100 * time.Millisecond
 
 // resyncAfter schedules a sync of pk that calls the hook after d (the
 // hook's resyncAfterSeconds, at least MinResyncAfter). The latest request
