@@ -26,6 +26,24 @@ spec:
 `, name, extra, hookURL)
 }
 
+// conditionsMention checks that the status conditions of Widget ns/name
+// mention every part.
+func conditionsMention(t *testing.T, ns, name string, parts ...string) func() string {
+	return func() string {
+		p, err := getObj(t, "e2e.dcontroller.io/v1", "Widget", ns, name)
+		if err != nil {
+			return err.Error()
+		}
+		c := str(path(p.Object, "status.conditions"))
+		for _, part := range parts {
+			if !strings.Contains(c, part) {
+				return "conditions " + c + ", want " + part
+			}
+		}
+		return ""
+	}
+}
+
 // TestMetacontrollerMisuse: inputs that must not hurt. The API server
 // refuses a webhook timeout that is not a duration (it would stop the
 // informer of every CompositeController); a parent with an empty selector
@@ -82,14 +100,7 @@ kind: Widget
 metadata: {name: open, namespace: `+ns+`}
 spec: {selector: {}}
 `, "apply", "-f", "-")
-	eventually(t, 30*time.Second, func() string {
-		p, _ := getObj(t, "e2e.dcontroller.io/v1", "Widget", ns, "open")
-		c := str(path(p.Object, "status.conditions"))
-		if !strings.Contains(c, "InvalidParent") || !strings.Contains(c, "empty selector") {
-			return "conditions " + c
-		}
-		return ""
-	})
+	eventually(t, 30*time.Second, conditionsMention(t, ns, "open", "InvalidParent", "empty selector"))
 	if bs, err := getObj(t, "v1", "ConfigMap", ns, "bystander"); err != nil || len(bs.GetOwnerReferences()) != 0 {
 		t.Fatalf("the bystander was touched: %v %v", err, bs.GetOwnerReferences())
 	}
@@ -108,13 +119,7 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 	})
 	mode.Store("null")
 	mustKubectl(t, "", "-n", ns, "patch", "widget", "w", "--type=merge", "-p", `{"spec":{"v":"2"}}`)
-	eventually(t, 30*time.Second, func() string {
-		p, _ := getObj(t, "e2e.dcontroller.io/v1", "Widget", ns, "w")
-		if c := str(path(p.Object, "status.conditions")); !strings.Contains(c, "must be a JSON object") {
-			return "conditions " + c
-		}
-		return ""
-	})
+	eventually(t, 30*time.Second, conditionsMention(t, ns, "w", "SyncHookFailed", "must be a JSON object"))
 	if _, err := getObj(t, "v1", "ConfigMap", ns, "w-0"); err != nil {
 		t.Fatalf("a null answer deleted the child: %v", err)
 	}
@@ -123,13 +128,7 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 	// with its index, nothing written.
 	mode.Store("mismatch")
 	mustKubectl(t, "", "-n", ns, "patch", "widget", "w", "--type=merge", "-p", `{"spec":{"v":"3"}}`)
-	eventually(t, 30*time.Second, func() string {
-		p, _ := getObj(t, "e2e.dcontroller.io/v1", "Widget", ns, "w")
-		if c := str(path(p.Object, "status.conditions")); !strings.Contains(c, "children[0] (ConfigMap w-0): labels map[widget:other] do not match") {
-			return "conditions " + c
-		}
-		return ""
-	})
+	eventually(t, 30*time.Second, conditionsMention(t, ns, "w", "SyncHookFailed", "children[0] (ConfigMap w-0): labels map[widget:other] do not match"))
 	if cm, err := getObj(t, "v1", "ConfigMap", ns, "w-0"); err != nil || cm.GetLabels()["widget"] != "w" {
 		t.Fatalf("the child was changed or deleted: %v %v", err, cm.GetLabels())
 	}
