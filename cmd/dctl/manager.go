@@ -25,7 +25,17 @@ type managerFlags struct {
 	leaderElectionNS string
 	verbosity        int
 	logJSON          bool
+	qps              float32
+	burst            int
 }
+
+// Client-side rate limits of the manager's requests to the API server
+// (client-go's own defaults, 5 and 10, would hold a manager to about five
+// writes a second; API Priority and Fairness protects the server).
+const (
+	defaultKubeAPIQPS   = 100
+	defaultKubeAPIBurst = 200
+)
 
 func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefault string) {
 	fs := cmd.Flags()
@@ -36,6 +46,8 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 	fs.StringVar(&f.leaderElectionNS, "leader-election-namespace", "dcontroller-system", "namespace of the leader-election Lease")
 	fs.IntVarP(&f.verbosity, "verbosity", "v", 0, "log verbosity (0: info, higher: more debug output)")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
+	fs.Float32Var(&f.qps, "kube-api-qps", defaultKubeAPIQPS, "requests per second the manager may send to the Kubernetes API server (sustained)")
+	fs.IntVar(&f.burst, "kube-api-burst", defaultKubeAPIBurst, "requests the manager may send to the Kubernetes API server in a burst")
 }
 
 func (f *managerFlags) logger(w io.Writer) logr.Logger {
@@ -50,12 +62,17 @@ func (f *managerFlags) restConfig() (*rest.Config, error) {
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		if f.kubeconfig == "" {
-			if in, ierr := rest.InClusterConfig(); ierr == nil {
-				return in, nil
-			}
+		in, ierr := rest.InClusterConfig()
+		if f.kubeconfig != "" || ierr != nil {
+			return nil, fmt.Errorf("loading kubeconfig: %w", err)
 		}
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+		cfg = in
+	}
+	if f.qps > 0 {
+		cfg.QPS = f.qps
+	}
+	if f.burst > 0 {
+		cfg.Burst = f.burst
 	}
 	return cfg, nil
 }
