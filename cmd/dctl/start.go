@@ -44,7 +44,7 @@ docs/metacontroller.md. All controllers share one informer per watched kind.`,
 		},
 	}
 	f.register(cmd, ":8080", ":8081")
-	af.register(cmd, ":8443")
+	af.register(cmd, apiserver.DefaultAddr)
 	return cmd
 }
 
