@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,7 +80,15 @@ func parseDesired(parent *unstructured.Unstructured, parentNamespaced bool, rule
 		}
 		rule, ok := rules[gvk]
 		if !ok {
-			return nil, fmt.Errorf("%s: %s is not a declared child resource (%s)", path, gvk, ruleList(rules))
+			what, spec := "child resource", "spec.childResources"
+			if field == "attachments" {
+				what, spec = "attachment", "spec.attachments"
+			}
+			declared := ruleList(rules)
+			if declared == "" {
+				declared = "none"
+			}
+			return nil, fmt.Errorf("%s: %s is not a declared %s (%s declares: %s)", path, gvk.Kind+"."+gvk.GroupVersion().String(), what, spec, declared)
 		}
 		if u.GetName() == "" {
 			return nil, fmt.Errorf("%s.metadata.name: required", path)
@@ -110,15 +120,14 @@ func parseDesired(parent *unstructured.Unstructured, parentNamespaced bool, rule
 	return out, nil
 }
 
+// ruleList names the declared kinds, sorted ("ConfigMap.v1, Pod.v1").
 func ruleList(rules map[schema.GroupVersionKind]*childRule) string {
-	s := ""
+	var names []string
 	for gvk := range rules {
-		if s != "" {
-			s += ", "
-		}
-		s += gvk.Kind + "." + gvk.GroupVersion().String()
+		names = append(names, gvk.Kind+"."+gvk.GroupVersion().String())
 	}
-	return s
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // applyChild converges one child: creates it when observed is nil,

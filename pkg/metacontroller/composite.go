@@ -456,7 +456,9 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 	} else {
 		errs = append(errs, c.manage(ctx, parent, c.children, observed, desired, w)...)
 	}
-	cur, err := c.writeStatus(ctx, parent, resultStatus(parent, resp.Status, errs), true, w)
+	// observedGeneration goes with the hook's status; a null status (left
+	// alone, at most our condition changes) keeps the one there is.
+	cur, err := c.writeStatus(ctx, parent, resultStatus(parent, resp.Status, errs), resp.Status != nil, w)
 	if err != nil {
 		parentErrs = append(parentErrs, err)
 	}
@@ -466,7 +468,7 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 		}
 	}
 	if resp.ResyncAfterSeconds > 0 {
-		c.resyncAfter(pk, time.Duration(resp.ResyncAfterSeconds*float64(time.Second)))
+		c.resyncAfter(pk, resyncDuration(resp.ResyncAfterSeconds))
 	}
 	followUp = len(w) > 0 && !(c.ignoreSt && len(w) == 1 && hasRef(w, parent)) && (c.followUp || finalizing || c.rolling)
 	followUp = c.settleFollowUp(pk, parent, w, followUp)
@@ -572,5 +574,8 @@ func runParallel(ops []func(w writes) error, w writes) []error {
 		}()
 	}
 	wg.Wait()
+	// In a stable order: the errors end up in a status condition, which
+	// must not change when the same writes fail again.
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs
 }

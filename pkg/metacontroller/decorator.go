@@ -361,7 +361,7 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 		}
 	}
 	if resp.ResyncAfterSeconds > 0 {
-		c.resyncAfter(pk, time.Duration(resp.ResyncAfterSeconds*float64(time.Second)))
+		c.resyncAfter(pk, resyncDuration(resp.ResyncAfterSeconds))
 	}
 	followUp = c.settleFollowUp(pk, obj, w, len(w) > 0 && (c.followUp || finalizing))
 	if len(errs)+len(parentErrs) > 0 {

@@ -10,12 +10,14 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -32,6 +34,24 @@ type deps struct {
 	recorder recorder.EventRecorder
 	log      logr.Logger
 	workers  int
+}
+
+// maxEventNote is the longest note an Event may carry (events.k8s.io/v1
+// validation: 1 kB).
+const maxEventNote = 1024
+
+// warn records a Warning Event on obj, its note cut to maxEventNote bytes
+// (at a rune boundary) so that the API server does not refuse it.
+func (d *deps) warn(obj runtime.Object, reason, action, format string, args ...any) {
+	note := fmt.Sprintf(format, args...)
+	if len(note) > maxEventNote {
+		cut := maxEventNote - len("...")
+		for cut > 0 && !utf8.RuneStart(note[cut]) {
+			cut--
+		}
+		note = note[:cut] + "..."
+	}
+	d.recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, action, "%s", note)
 }
 
 // resource is a resolved resource rule.
@@ -54,11 +74,12 @@ func (d *deps) resolve(apiVersion, res, path string) (resource, error) {
 	gvr := gv.WithResource(res)
 	gvk, err := d.mapper.KindFor(gvr)
 	if err != nil {
-		return resource{}, fmt.Errorf("%s: resource %q in %q: %w", path, res, apiVersion, err)
+		// The resource may be installed later: retried.
+		return resource{}, retryable{fmt.Errorf("%s: resource %q in %q: %w", path, res, apiVersion, err)}
 	}
 	m, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return resource{}, fmt.Errorf("%s: resource %q in %q: %w", path, res, apiVersion, err)
+		return resource{}, retryable{fmt.Errorf("%s: resource %q in %q: %w", path, res, apiVersion, err)}
 	}
 	return resource{gvr: gvr, gvk: gvk, namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
 }
@@ -84,6 +105,19 @@ func followUpOf(o metav1.Object) (bool, error) {
 		return true, fmt.Errorf("metadata.annotations[%q]: %q is not a boolean (true or false)", SyncAfterWritesAnnotation, v)
 	}
 	return b, nil
+}
+
+// retryable marks a start error that may go away without a change of the
+// controller's spec (a resource not served yet, a watch that failed);
+// other start errors are the spec's and wait for it to change.
+type retryable struct{ error }
+
+func (r retryable) Unwrap() error { return r.error }
+
+// isRetryable reports whether err (or an error it wraps) is retryable.
+func isRetryable(err error) bool {
+	var r retryable
+	return errors.As(err, &r)
 }
 
 // errRequeue asks the worker to retry after a delay without counting a
@@ -174,6 +208,19 @@ func (e *engine) enqueueForced(pk parentKey) {
 // that answers less is resynced after this long.
 const MinResyncAfter = 100 * time.Millisecond
 
+// MaxResyncAfter caps resyncAfterSeconds (a longer wait is a resync in a
+// year).
+const MaxResyncAfter = 365 * 24 * time.Hour
+
+// resyncDuration converts the hook's resyncAfterSeconds (a float, > 0) to
+// a duration without overflowing: values beyond MaxResyncAfter are capped.
+func resyncDuration(seconds float64) time.Duration {
+	if seconds >= MaxResyncAfter.Seconds() {
+		return MaxResyncAfter
+	}
+	return time.Duration(seconds * float64(time.Second))
+}
+
 // resyncAfter schedules a sync of pk that calls the hook after d (the
 // hook's resyncAfterSeconds, at least MinResyncAfter). The latest request
 // replaces earlier ones; the queue holds one entry per parent, so
@@ -181,6 +228,9 @@ const MinResyncAfter = 100 * time.Millisecond
 func (e *engine) resyncAfter(pk parentKey, d time.Duration) {
 	if d < MinResyncAfter {
 		d = MinResyncAfter
+	}
+	if d > MaxResyncAfter {
+		d = MaxResyncAfter
 	}
 	st := e.state(pk)
 	e.mu.Lock()
@@ -237,7 +287,7 @@ func (e *engine) settleFollowUp(pk parentKey, parent *unstructured.Unstructured,
 	}
 	if n == maxSelfWriteFollowUps+1 {
 		e.log.Info("the hook's answer changes the parent on every call; not following up on its own writes until something else changes", "parent", pk.String())
-		e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, "StatusNotSettling", "Sync",
+		e.warn(parent, "StatusNotSettling", "Sync",
 			"the hook's answer changed this object on each of the last %d syncs with nothing else changing (e.g. a timestamp in its status); it is called again at the next change or resync", maxSelfWriteFollowUps+1)
 	}
 	return false
@@ -271,7 +321,7 @@ func (e *engine) track(pk parentKey) func(w writes, followUp bool) {
 func (e *engine) watch(ctx context.Context, gvk schema.GroupVersionKind, fn eventFunc) (*watch, error) {
 	w, err := startWatch(ctx, e.cache, gvk, fn)
 	if err != nil {
-		return nil, err
+		return nil, retryable{err}
 	}
 	e.mu.Lock()
 	e.watches = append(e.watches, w)

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -208,7 +207,7 @@ func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) 
 		return &running{stop: c.stop, parent: c.parent.gvk, parentScope: cc.Spec.ParentResource.LabelSelector != nil}, nil
 	})
 	if others := r.sameParents(key); started && err == nil && len(others) > 0 {
-		r.recorder.Eventf(cc, nil, corev1.EventTypeWarning, "ParentsShared", "Start",
+		r.warn(cc, "ParentsShared", "Start",
 			"CompositeController(s) %s also manage %s parents: two controllers of the same parents overwrite each other's children and status; give them disjoint parentResource.labelSelector",
 			strings.Join(others, ", "), cc.Spec.ParentResource.Resource)
 		r.log.Info("parents shared with other controllers", "compositecontroller", cc.Name, "others", others)
@@ -218,7 +217,11 @@ func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) 
 	}
 	if err != nil {
 		r.log.Error(err, "compositecontroller not started", "compositecontroller", cc.Name)
-		r.recorder.Eventf(cc, nil, corev1.EventTypeWarning, "InvalidSpec", "Start", "not started: %v", err)
+		r.warn(cc, "InvalidSpec", "Start", "not started: %v", err)
+		if !isRetryable(err) {
+			// Only a change of the spec can mend it (and starts it).
+			return reconcile.Result{}, nil
+		}
 	}
 	return reconcile.Result{}, err
 }
@@ -249,7 +252,11 @@ func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) 
 	}
 	if err != nil {
 		r.log.Error(err, "decoratorcontroller not started", "decoratorcontroller", dc.Name)
-		r.recorder.Eventf(dc, nil, corev1.EventTypeWarning, "InvalidSpec", "Start", "not started: %v", err)
+		r.warn(dc, "InvalidSpec", "Start", "not started: %v", err)
+		if !isRetryable(err) {
+			// Only a change of the spec can mend it (and starts it).
+			return reconcile.Result{}, nil
+		}
 	}
 	return reconcile.Result{}, err
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -133,7 +132,7 @@ func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructu
 		// The hook was not called: the parent itself is unusable.
 		evReason, msg = ReasonInvalidParent, fmt.Sprintf("the parent is invalid, the hook is not called: %v", errors.Unwrap(err))
 	}
-	e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, evReason, "Sync", "%s", msg)
+	e.warn(parent, evReason, "Sync", "%s", msg)
 	e.log.Info("sync failed", "parent", pk.String(), "hook", hookName, "reason", reason, "error", err.Error())
 	syncsTotal.WithLabelValues(e.name, "failed").Inc()
 
@@ -253,10 +252,21 @@ func refusals(errs []error) []error {
 func (e *engine) writeFailed(pk parentKey, parent *unstructured.Unstructured, hookName string, childErrs, parentErrs []error) error {
 	err := errors.Join(append(append([]error(nil), childErrs...), parentErrs...)...)
 	if r := refusals(childErrs); len(r) > 0 {
-		e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, ReasonChildWriteFailed, "Sync", "applying the %s hook's response failed: %v", lower(hookName), errors.Join(r...))
+		e.warn(parent, ReasonChildWriteFailed, "Sync", "applying the %s hook's response failed: %v", lower(hookName), errors.Join(r...))
+	}
+	var gone []error
+	for _, err := range parentErrs {
+		if apierrors.IsNotFound(err) {
+			gone = append(gone, err)
+		}
+	}
+	if len(gone) == len(parentErrs) && len(childErrs) == 0 {
+		// The parent was deleted meanwhile: nothing to report or retry.
+		e.log.V(1).Info("the parent is gone", "parent", pk.String())
+		return nil
 	}
 	if r := refusals(parentErrs); len(r) > 0 {
-		e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, ReasonParentWriteFailed, "Sync", "writing the %s hook's answer to this object failed: %v", lower(hookName), errors.Join(r...))
+		e.warn(parent, ReasonParentWriteFailed, "Sync", "writing the %s hook's answer to this object failed: %v", lower(hookName), errors.Join(r...))
 	}
 	if len(refusals(childErrs))+len(refusals(parentErrs)) == 0 {
 		e.log.V(1).Info("write conflict; retrying", "parent", pk.String(), "error", err.Error())

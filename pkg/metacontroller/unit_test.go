@@ -95,7 +95,7 @@ func TestParseDesired(t *testing.T) {
 		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"home"}}`, true, ""},
 		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"other"}}`, true, `children[0].metadata.namespace: "other" differs from the parent's namespace "home"`},
 		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`, false, "children[0].metadata.namespace: required"},
-		{`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}`, true, "children[0]: /v1, Kind=Secret is not a declared child resource"},
+		{`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}`, true, "children[0]: Secret.v1 is not a declared child resource (spec.childResources declares: ConfigMap.v1, Namespace.v1)"},
 		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}`, true, "children[0].metadata.name: required"},
 		{`{"kind":"ConfigMap","metadata":{"name":"a"}}`, true, "children[0]: apiVersion and kind are required"},
 		{`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}}`, true, "children[0]: a namespaced parent cannot own the cluster-scoped Namespace"},

@@ -80,7 +80,7 @@ func TestWebhookFailures(t *testing.T) {
 	}, {
 		name:    "garbage",
 		handler: func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "<html>") },
-		reason:  ReasonInvalidResponse, errPart: "invalid JSON",
+		reason:  ReasonInvalidResponse, errPart: `must be a JSON object, got "<html>"`,
 	}, {
 		name:    "strict unknown field",
 		handler: func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, `{"childs":[]}`) },

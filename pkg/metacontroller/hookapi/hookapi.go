@@ -2,8 +2,10 @@ package hookapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -188,16 +190,61 @@ func Decode(data []byte, strict bool, out any) error {
 		if len(got) > 20 {
 			got = got[:20] + "..."
 		}
-		return fmt.Errorf("invalid JSON: the response must be a JSON object, got %q", got)
+		return fmt.Errorf("the response must be a JSON object, got %q", got)
 	}
 	strictErrs, err := sigsjson.UnmarshalStrict(data, out)
 	if err != nil {
-		return fmt.Errorf("invalid JSON: %w", err)
+		return describeDecodeError(data, out, err)
 	}
 	if strict && len(strictErrs) > 0 {
 		return fmt.Errorf("strict decoding: %w", errors.Join(strictErrs...))
 	}
 	return nil
+}
+
+// describeDecodeError turns a decoding failure into a message in JSON
+// terms: the field and the JSON type wanted there, or the position of a
+// syntax error. The standard decoder, run again on a fresh value of out's
+// type, supplies the details (its errors are exported types).
+func describeDecodeError(data []byte, out any, err error) error {
+	fresh := reflect.New(reflect.TypeOf(out).Elem()).Interface()
+	stdErr := json.Unmarshal(data, fresh)
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(stdErr, &typeErr) {
+		field := typeErr.Field
+		if field == "" {
+			field = "the response"
+		}
+		return fmt.Errorf("%s: want %s, got %s", field, jsonType(typeErr.Type), typeErr.Value)
+	}
+	var syntaxErr *json.SyntaxError
+	if errors.As(stdErr, &syntaxErr) {
+		return fmt.Errorf("invalid JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	}
+	return fmt.Errorf("invalid response: %w", err)
+}
+
+// jsonType names the JSON type that decodes into t.
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a value"
 }
 
 // StrictByDefault reports whether responses of the given contract version

@@ -198,8 +198,12 @@ func TestCompositeResponseDecode(t *testing.T) {
 		{`{"children":[],"children":[]}`, true, `duplicate field "children"`},
 		{`{"children":[],"children":[]}`, false, ""},
 		{`{"Children":[]}`, true, `unknown field "Children"`},
-		{`not json`, false, "invalid JSON"},
-		{`{"children":{}}`, false, "invalid JSON"},
+		{`not json`, false, `must be a JSON object, got "not json"`},
+		{`{"children":[}`, false, "invalid JSON at byte 14"},
+		// Type errors in JSON terms, with the field.
+		{`{"children":{}}`, false, "children: want an array, got object"},
+		{`{"status":"x"}`, false, "status: want an object, got string"},
+		{`{"resyncAfterSeconds":"5"}`, false, "resyncAfterSeconds: want a number, got string"},
 		// A handler that forgot to return: never "no children".
 		{`null`, false, `the response must be a JSON object, got "null"`},
 		{" \n null ", true, `got "null"`},
