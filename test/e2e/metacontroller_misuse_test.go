@@ -49,7 +49,8 @@ func conditionsMention(t *testing.T, ns, name string, parts ...string) func() st
 // informer of every CompositeController); a parent with an empty selector
 // is refused instead of adopting and deleting every ConfigMap of its
 // namespace; a hook that answers `null` deletes nothing; resyncAfterSeconds
-// does not pile up timers and has a floor; a hook whose status changes on
+// does not pile up timers, has a floor and a cap; several refused children
+// give a stable condition and a shortened Event; a hook whose status changes on
 // every call is not called in a loop; a second controller of the same
 // parents gets a warning; a controller with a resync period can be changed
 // and deleted (its ticker stops).
@@ -80,6 +81,18 @@ func TestMetacontrollerMisuse(t *testing.T) {
 		switch mode.Load().(string) {
 		case "null":
 			return nil // encoded as `null`
+		case "far":
+			// Far beyond any duration: capped, not overflowed into a loop.
+			return map[string]any{"children": []any{child}, "resyncAfterSeconds": 1e308}
+		case "badnames":
+			// Six children the API server refuses (invalid names): the
+			// Event note is longer than an Event may be.
+			kids := []any{child}
+			for _, n := range []string{"BAD_A", "BAD_B", "BAD_C", "BAD_D", "BAD_E", "BAD_F"} {
+				kids = append(kids, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+					"metadata": map[string]any{"name": n, "labels": map[string]any{"widget": name}}})
+			}
+			return map[string]any{"children": kids}
 		case "mismatch":
 			child["metadata"].(map[string]any)["labels"] = map[string]any{"widget": "other"}
 			return map[string]any{"children": []any{child}}
@@ -146,6 +159,16 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 		t.Errorf("resyncAfterSeconds 0.001: %d calls in 5s, want at most 10 a second", n)
 	}
 
+	// resyncAfterSeconds: 1e308 is capped: no resync soon, no loop.
+	mode.Store("far")
+	mustKubectl(t, "", "-n", ns, "annotate", "--overwrite", "widget", "w", "touch=far")
+	time.Sleep(2 * time.Second)
+	c0 = h.calls.Load()
+	time.Sleep(3 * time.Second)
+	if n := h.calls.Load() - c0; n > 0 {
+		t.Errorf("resyncAfterSeconds 1e308: %d calls in 3s", n)
+	}
+
 	// A status that changes on every call: a few follow-ups, then quiet,
 	// with a Warning Event.
 	mode.Store("clock")
@@ -162,6 +185,34 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 		}
 		return ""
 	})
+
+	// Several refused children: one condition whose message does not
+	// change from one retry to the next (no StatusNotSettling), retries
+	// with backoff, and a ChildWriteFailed Event cut to what an Event
+	// may hold.
+	notSettling := func() string {
+		return mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=w,reason=StatusNotSettling",
+			"-o", "jsonpath={range .items[*]}{.metadata.name}/{.count}/{.series.count} {end}")
+	}
+	before := notSettling()
+	mode.Store("badnames")
+	mustKubectl(t, "", "-n", ns, "annotate", "--overwrite", "widget", "w", "touch=badnames")
+	eventually(t, 30*time.Second, conditionsMention(t, ns, "w", "ChildWriteFailed", "BAD_A", "BAD_F"))
+	eventually(t, 30*time.Second, func() string {
+		ev := mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=w,reason=ChildWriteFailed", "-o", "jsonpath={.items[*].message}")
+		if !strings.Contains(ev, "BAD_A") || !strings.HasSuffix(strings.TrimSpace(ev), "...") {
+			return "no shortened ChildWriteFailed event: " + ev
+		}
+		return ""
+	})
+	c0 = h.calls.Load()
+	time.Sleep(3 * time.Second)
+	if n := h.calls.Load() - c0; n > 4 {
+		t.Errorf("refused children: %d calls in 3s, want backoff", n)
+	}
+	if after := notSettling(); after != before {
+		t.Errorf("refused children raised StatusNotSettling: %q -> %q", before, after)
+	}
 
 	// A second controller of the same parents is started, with a
 	// warning (its hook is down: it changes nothing).
