@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/dcontroller/dcontroller/internal/events"
 )
 
 // deps are the parts of the manager a dynamic controller uses.
@@ -36,22 +37,10 @@ type deps struct {
 	workers  int
 }
 
-// maxEventNote is the longest note an Event may carry (events.k8s.io/v1
-// validation: 1 kB).
-const maxEventNote = 1024
-
-// warn records a Warning Event on obj, its note cut to maxEventNote bytes
-// (at a rune boundary) so that the API server does not refuse it.
+// warn records a Warning Event on obj, its note cut to what an Event may
+// hold (events.Note).
 func (d *deps) warn(obj runtime.Object, reason, action, format string, args ...any) {
-	note := fmt.Sprintf(format, args...)
-	if len(note) > maxEventNote {
-		cut := maxEventNote - len("...")
-		for cut > 0 && !utf8.RuneStart(note[cut]) {
-			cut--
-		}
-		note = note[:cut] + "..."
-	}
-	d.recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, action, "%s", note)
+	d.recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, action, "%s", events.Note(format, args...))
 }
 
 // resource is a resolved resource rule.

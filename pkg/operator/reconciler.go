@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	eventnote "github.com/dcontroller/dcontroller/internal/events"
 )
 
 // StatusInterval is how often the status of a running operator is refreshed
@@ -81,7 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if c := meta.FindStatusCondition(cs.Conditions, "Ready"); c != nil && c.Status == metav1.ConditionTrue {
 				ready++
 			} else if c != nil && c.Reason != ReasonWriteFailed {
-				r.Recorder.Eventf(op, nil, corev1.EventTypeWarning, "InvalidController", "Start", "controller %s: %s", cs.Name, c.Message)
+				r.Recorder.Eventf(op, nil, corev1.EventTypeWarning, "InvalidController", "Start", "%s", eventnote.Note("controller %s: %s", cs.Name, c.Message))
 			}
 		}
 		r.Recorder.Eventf(op, nil, corev1.EventTypeNormal, "Started", "Start", "operator started with %d of %d controllers running (generation %d)", ready, len(st.Controllers), op.Generation)
@@ -139,7 +140,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, op *opv1a1.Operator) erro
 			}
 			for _, e := range cs.LastErrors {
 				if !seen[e.Time.String()+e.Message] {
-					r.Recorder.Eventf(op, nil, corev1.EventTypeWarning, "ControllerError", "Reconcile", "controller %s: %s", cs.Name, e.Message)
+					r.Recorder.Eventf(op, nil, corev1.EventTypeWarning, "ControllerError", "Reconcile", "%s", eventnote.Note("controller %s: %s", cs.Name, e.Message))
 				}
 			}
 		}
