@@ -146,37 +146,31 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 		t.Fatalf("the child was changed or deleted: %v %v", err, cm.GetLabels())
 	}
 
+	// callsAfterChange switches the hook to mode m, changes the parent
+	// (touches == number of annotation changes in a row), waits 2s and
+	// returns the hook calls of the next window.
+	callsAfterChange := func(m string, touches int, window time.Duration) int64 {
+		mode.Store(m)
+		for i := 0; i < touches; i++ {
+			mustKubectl(t, "", "-n", ns, "annotate", "--overwrite", "widget", "w", fmt.Sprintf("touch=%s-%d", m, i))
+		}
+		time.Sleep(2 * time.Second)
+		c0 := h.calls.Load()
+		time.Sleep(window)
+		return h.calls.Load() - c0
+	}
 	// resyncAfterSeconds: 0.001 is held to the 100ms floor, and changes of
 	// the parent do not add timers.
-	mode.Store("resync")
-	for i := 0; i < 5; i++ {
-		mustKubectl(t, "", "-n", ns, "annotate", "--overwrite", "widget", "w", fmt.Sprintf("touch=%d", i))
-	}
-	time.Sleep(2 * time.Second)
-	c0 := h.calls.Load()
-	time.Sleep(5 * time.Second)
-	if n := h.calls.Load() - c0; n < 10 || n > 55 {
+	if n := callsAfterChange("resync", 5, 5*time.Second); n < 10 || n > 55 {
 		t.Errorf("resyncAfterSeconds 0.001: %d calls in 5s, want at most 10 a second", n)
 	}
-
 	// resyncAfterSeconds: 1e308 is capped: no resync soon, no loop.
-	mode.Store("far")
-	mustKubectl(t, "", "-n", ns, "annotate", "--overwrite", "widget", "w", "touch=far")
-	time.Sleep(2 * time.Second)
-	c0 = h.calls.Load()
-	time.Sleep(3 * time.Second)
-	if n := h.calls.Load() - c0; n > 0 {
+	if n := callsAfterChange("far", 1, 3*time.Second); n > 0 {
 		t.Errorf("resyncAfterSeconds 1e308: %d calls in 3s", n)
 	}
-
 	// A status that changes on every call: a few follow-ups, then quiet,
 	// with a Warning Event.
-	mode.Store("clock")
-	mustKubectl(t, "", "-n", ns, "annotate", "--overwrite", "widget", "w", "touch=clock")
-	time.Sleep(2 * time.Second)
-	c0 = h.calls.Load()
-	time.Sleep(3 * time.Second)
-	if n := h.calls.Load() - c0; n > 0 {
+	if n := callsAfterChange("clock", 1, 3*time.Second); n > 0 {
 		t.Errorf("a status that never settles: %d calls in 3s after the change", n)
 	}
 	eventually(t, 10*time.Second, func() string {
@@ -205,7 +199,7 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 		}
 		return ""
 	})
-	c0 = h.calls.Load()
+	c0 := h.calls.Load()
 	time.Sleep(3 * time.Second)
 	if n := h.calls.Load() - c0; n > 4 {
 		t.Errorf("refused children: %d calls in 3s, want backoff", n)
