@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,6 +55,9 @@ type runner struct {
 
 	mu      sync.Mutex
 	running map[string]*running
+	// attempts counts the failed starts per controller, for the retry
+	// delay.
+	attempts map[string]int
 }
 
 // Setup registers reconcilers for CompositeController and
@@ -71,7 +75,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		opts.Workers = DefaultWorkers
 	}
 	log := opts.Logger.WithName("metacontroller")
-	r := &runner{ctx: ctx, running: map[string]*running{}, deps: deps{
+	r := &runner{ctx: ctx, running: map[string]*running{}, attempts: map[string]int{}, deps: deps{
 		client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
 		recorder: mgr.GetEventRecorder("dcontroller-metacontroller"), log: log, workers: opts.Workers,
 	}}
@@ -215,15 +219,7 @@ func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) 
 	if serr := r.writeStatus(ctx, cc, &cc.Status.Conditions, &cc.Status.ObservedGeneration, err); serr != nil && err == nil {
 		return reconcile.Result{}, serr
 	}
-	if err != nil {
-		r.log.Error(err, "compositecontroller not started", "compositecontroller", cc.Name)
-		r.warn(cc, "InvalidSpec", "Start", "not started: %v", err)
-		if !isRetryable(err) {
-			// Only a change of the spec can mend it (and starts it).
-			return reconcile.Result{}, nil
-		}
-	}
-	return reconcile.Result{}, err
+	return r.startResult(key, cc, err), nil
 }
 
 func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -250,16 +246,39 @@ func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) 
 	if serr := r.writeStatus(ctx, dc, &dc.Status.Conditions, &dc.Status.ObservedGeneration, err); serr != nil && err == nil {
 		return reconcile.Result{}, serr
 	}
-	if err != nil {
-		r.log.Error(err, "decoratorcontroller not started", "decoratorcontroller", dc.Name)
-		r.warn(dc, "InvalidSpec", "Start", "not started: %v", err)
-		if !isRetryable(err) {
-			// Only a change of the spec can mend it (and starts it).
-			return reconcile.Result{}, nil
-		}
-	}
-	return reconcile.Result{}, err
+	return r.startResult(key, dc, err), nil
 }
+
+// startResult reports a failed start of the controller under key (log,
+// InvalidSpec Event) and says when to try again: an error that can mend
+// itself (a resource not served yet) is retried after 1s, 2s, ... up to
+// maxStartRetryDelay; any other waits for a change of the spec.
+func (r *runner) startResult(key string, obj client.Object, err error) reconcile.Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		delete(r.attempts, key)
+		return reconcile.Result{}
+	}
+	r.warn(obj, "InvalidSpec", "Start", "not started: %v", err)
+	if !isRetryable(err) {
+		delete(r.attempts, key)
+		r.log.Error(err, "controller not started; waiting for a change of its spec", "controller", key)
+		return reconcile.Result{}
+	}
+	n := r.attempts[key]
+	r.attempts[key] = n + 1
+	delay := maxStartRetryDelay
+	if n < 6 {
+		delay = min(time.Second<<n, maxStartRetryDelay)
+	}
+	r.log.Info("controller not started yet; retrying", "controller", key, "in", delay.String(), "error", err.Error())
+	return reconcile.Result{RequeueAfter: delay}
+}
+
+// maxStartRetryDelay bounds the wait between start attempts of a
+// controller whose resources are not served yet.
+const maxStartRetryDelay = time.Minute
 
 // writeStatus records the outcome of a start in the controller object's
 // status (Ready condition, observedGeneration); no write when unchanged.

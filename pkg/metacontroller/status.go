@@ -265,6 +265,7 @@ func (e *engine) writeFailed(pk parentKey, parent *unstructured.Unstructured, ho
 		e.log.V(1).Info("the parent is gone", "parent", pk.String())
 		return nil
 	}
+	syncsTotal.WithLabelValues(e.name, "failed").Inc()
 	if r := refusals(parentErrs); len(r) > 0 {
 		e.warn(parent, ReasonParentWriteFailed, "Sync", "writing the %s hook's answer to this object failed: %v", lower(hookName), errors.Join(r...))
 	}

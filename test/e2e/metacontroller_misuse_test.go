@@ -189,6 +189,10 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 			"-o", "jsonpath={range .items[*]}{.metadata.name}/{.count}/{.series.count} {end}")
 	}
 	before := notSettling()
+	failed := func() float64 {
+		return metricSum(t, "dcontroller_metacontroller_syncs_total", map[string]string{"controller": "compositecontroller/widgets", "result": "failed"})
+	}
+	failed0 := failed()
 	mode.Store("badnames")
 	mustKubectl(t, "", "-n", ns, "annotate", "--overwrite", "widget", "w", "touch=badnames")
 	eventually(t, 30*time.Second, conditionsMention(t, ns, "w", "ChildWriteFailed", "BAD_A", "BAD_F"))
@@ -203,6 +207,9 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 	time.Sleep(3 * time.Second)
 	if n := h.calls.Load() - c0; n > 4 {
 		t.Errorf("refused children: %d calls in 3s, want backoff", n)
+	}
+	if failed() <= failed0 {
+		t.Errorf("syncs_total{result=failed} did not count the refused writes: %v -> %v", failed0, failed())
 	}
 	if after := notSettling(); after != before {
 		t.Errorf("refused children raised StatusNotSettling: %q -> %q", before, after)
