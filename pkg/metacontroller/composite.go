@@ -36,13 +36,9 @@ var controllerRevisionGVK = mcv1a1.GroupVersion.WithKind("ControllerRevision")
 type composite struct {
 	*engine
 	cc        *mcv1a1.CompositeController
-	version   mcv1a1.HookVersion
-	finVer    mcv1a1.HookVersion
 	parent    resource
 	children  []*childRule
 	byGVK     map[schema.GroupVersionKind]*childRule
-	syncHook  hook.Caller
-	finHook   hook.Caller
 	related   *related
 	parents   *watch
 	childW    map[schema.GroupVersionKind]*watch
@@ -53,13 +49,6 @@ type composite struct {
 	ignoreSt  bool
 	rolling   bool
 	fields    []string
-}
-
-func hookVersion(h *mcv1a1.Hook) mcv1a1.HookVersion {
-	if h != nil && h.Version != nil && *h.Version != "" {
-		return *h.Version
-	}
-	return mcv1a1.HookVersionV1
 }
 
 // startComposite validates cc, starts its watches and workers. Errors
@@ -115,24 +104,14 @@ func startComposite(ctx context.Context, d deps, cc *mcv1a1.CompositeController)
 		c.children = append(c.children, rule)
 		c.byGVK[res.gvk] = rule
 	}
-	hooks := spec.Hooks
-	if hooks == nil || hooks.Sync == nil {
-		return nil, errors.New("spec.hooks.sync: required")
+	var sync, fin, cust *mcv1a1.Hook
+	if h := spec.Hooks; h != nil {
+		sync, fin, cust = h.Sync, h.Finalize, h.Customize
 	}
-	opts := func(h, path string) hook.Options {
-		return hook.Options{Controller: name, Hook: h, Path: path, EndpointConfigs: spec.EndpointConfigs, Reader: d.reader}
-	}
-	if c.syncHook, err = hook.New(hooks.Sync, opts("sync", "spec.hooks.sync")); err != nil {
-		return nil, err
-	}
-	if c.finHook, err = hook.New(hooks.Finalize, opts("finalize", "spec.hooks.finalize")); err != nil {
-		return nil, err
-	}
-	customize, err := hook.New(hooks.Customize, opts("customize", "spec.hooks.customize"))
+	customize, err := c.setHooks(sync, fin, cust, spec.EndpointConfigs)
 	if err != nil {
 		return nil, err
 	}
-	c.version, c.finVer = hookVersion(hooks.Sync), hookVersion(hooks.Finalize)
 	c.related = newRelated(c.engine, customize, c.cc)
 
 	// Watches: parents, each child kind, revisions.
@@ -393,10 +372,7 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 		}
 		return err
 	}
-	version := c.version
-	if finalizing {
-		version = c.finVer
-	}
+	caller, version, hookName := c.forPhase(finalizing)
 	relatedMap, relatedList, err := c.related.objects(rules, version, parent.GetNamespace())
 	if err != nil {
 		return err
@@ -406,21 +382,11 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 		revs = c.revisions.index.owned(parent.GetUID())
 	}
 	fp := fingerprint(fmt.Sprintf("finalizing=%v", finalizing), []*unstructured.Unstructured{parent}, slices.Concat(observedList...), relatedList, revs)
-	st := c.state(pk)
-	c.mu.Lock()
-	same := st.fingerprint == fp
-	c.mu.Unlock()
-	forced := c.takeForced(pk, st)
-	if same && !forced && len(w) == 0 {
-		c.log.V(2).Info("sync skipped: observed state unchanged", "parent", pk.String())
-		syncsTotal.WithLabelValues(c.name, "skipped").Inc()
+	st, skip := c.upToDate(pk, fp, w)
+	if skip {
 		return nil
 	}
 
-	caller, hookName := c.syncHook, "Sync"
-	if finalizing {
-		caller, hookName = c.finHook, "Finalize"
-	}
 	resp, err := c.call(ctx, caller, parent, observed, relatedMap, version, finalizing)
 	if err != nil {
 		return c.hookFailed(ctx, pk, parent, w, hookName, err)
@@ -478,10 +444,7 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 		// again. The API server's refusal is reported on the parent.
 		return c.writeFailed(pk, parent, hookName, errs, parentErrs)
 	}
-	c.mu.Lock()
-	st.fingerprint = fp
-	c.mu.Unlock()
-	syncsTotal.WithLabelValues(c.name, "synced").Inc()
+	c.synced(st, fp)
 	return nil
 }
 

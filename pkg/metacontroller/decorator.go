@@ -46,15 +46,11 @@ func (d *decorated) matches(o *unstructured.Unstructured) bool {
 type decorator struct {
 	*engine
 	dc        *mcv1a1.DecoratorController
-	version   mcv1a1.HookVersion
-	finVer    mcv1a1.HookVersion
 	resources []*decorated
 	byGVK     map[schema.GroupVersionKind]*decorated
 	attach    []*childRule
 	attByGVK  map[schema.GroupVersionKind]*childRule
 	attW      map[schema.GroupVersionKind]*watch
-	syncHook  hook.Caller
-	finHook   hook.Caller
 	related   *related
 	finalizer string
 }
@@ -122,24 +118,14 @@ func startDecorator(ctx context.Context, d deps, dc *mcv1a1.DecoratorController)
 		c.attach = append(c.attach, rule)
 		c.attByGVK[res.gvk] = rule
 	}
-	hooks := spec.Hooks
-	if hooks == nil || hooks.Sync == nil {
-		return nil, errors.New("spec.hooks.sync: required")
+	var sync, fin, cust *mcv1a1.Hook
+	if h := spec.Hooks; h != nil {
+		sync, fin, cust = h.Sync, h.Finalize, h.Customize
 	}
-	opts := func(h, path string) hook.Options {
-		return hook.Options{Controller: name, Hook: h, Path: path, EndpointConfigs: spec.EndpointConfigs, Reader: d.reader}
-	}
-	if c.syncHook, err = hook.New(hooks.Sync, opts("sync", "spec.hooks.sync")); err != nil {
-		return nil, err
-	}
-	if c.finHook, err = hook.New(hooks.Finalize, opts("finalize", "spec.hooks.finalize")); err != nil {
-		return nil, err
-	}
-	customize, err := hook.New(hooks.Customize, opts("customize", "spec.hooks.customize"))
+	customize, err := c.setHooks(sync, fin, cust, spec.EndpointConfigs)
 	if err != nil {
 		return nil, err
 	}
-	c.version, c.finVer = hookVersion(hooks.Sync), hookVersion(hooks.Finalize)
 	c.related = newRelated(c.engine, customize, c.dc)
 
 	for _, dr := range c.resources {
@@ -304,22 +290,14 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 		}
 		return err
 	}
-	version, caller, hookName := c.version, c.syncHook, "Sync"
-	if finalizing {
-		version, caller, hookName = c.finVer, c.finHook, "Finalize"
-	}
+	caller, version, hookName := c.forPhase(finalizing)
 	relatedMap, relatedList, err := c.related.objects(rules, version, obj.GetNamespace())
 	if err != nil {
 		return err
 	}
 	fp := fingerprint(fmt.Sprintf("finalizing=%v", finalizing), []*unstructured.Unstructured{obj}, observedList, relatedList)
-	st := c.state(pk)
-	c.mu.Lock()
-	same := st.fingerprint == fp
-	c.mu.Unlock()
-	forced := c.takeForced(pk, st)
-	if same && !forced && len(w) == 0 {
-		syncsTotal.WithLabelValues(c.name, "skipped").Inc()
+	st, skip := c.upToDate(pk, fp, w)
+	if skip {
 		return nil
 	}
 
@@ -369,10 +347,7 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 		// again. The API server's refusal is reported on the object.
 		return c.writeFailed(pk, obj, hookName, errs, parentErrs)
 	}
-	c.mu.Lock()
-	st.fingerprint = fp
-	c.mu.Unlock()
-	syncsTotal.WithLabelValues(c.name, "synced").Inc()
+	c.synced(st, fp)
 	return nil
 }
 

@@ -23,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	"github.com/dcontroller/dcontroller/internal/events"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/hook"
 )
 
 // deps are the parts of the manager a dynamic controller uses.
@@ -109,6 +111,89 @@ func isRetryable(err error) bool {
 	return errors.As(err, &r)
 }
 
+// hooks are a controller's sync and finalize hooks with their contract
+// versions (finalize may be nil).
+type hooks struct {
+	syncHook, finHook hook.Caller
+	version, finVer   mcv1a1.HookVersion
+}
+
+// newHooks builds the sync, finalize and customize hooks of a controller
+// (spec paths spec.hooks.<name>); sync is required. It returns the
+// customize caller (nil without one) for the related-objects rules.
+func newHooks(d deps, controller string, sync, finalize, customize *mcv1a1.Hook, eps []mcv1a1.EndpointConfig) (hooks, hook.Caller, error) {
+	if sync == nil {
+		return hooks{}, nil, errors.New("spec.hooks.sync: required")
+	}
+	build := func(h *mcv1a1.Hook, name string) (hook.Caller, error) {
+		return hook.New(h, hook.Options{Controller: controller, Hook: name, Path: "spec.hooks." + name, EndpointConfigs: eps, Reader: d.reader})
+	}
+	var hs hooks
+	var err error
+	if hs.syncHook, err = build(sync, "sync"); err != nil {
+		return hooks{}, nil, err
+	}
+	if hs.finHook, err = build(finalize, "finalize"); err != nil {
+		return hooks{}, nil, err
+	}
+	cust, err := build(customize, "customize")
+	if err != nil {
+		return hooks{}, nil, err
+	}
+	hs.version, hs.finVer = hookVersion(sync), hookVersion(finalize)
+	return hs, cust, nil
+}
+
+// setHooks builds the controller's hooks (newHooks) and returns its
+// customize caller.
+func (e *engine) setHooks(sync, finalize, customize *mcv1a1.Hook, eps []mcv1a1.EndpointConfig) (hook.Caller, error) {
+	hs, cust, err := newHooks(e.deps, e.name, sync, finalize, customize, eps)
+	e.hooks = hs
+	return cust, err
+}
+
+// hookVersion is the contract version of a hook (v1 when unset).
+func hookVersion(h *mcv1a1.Hook) mcv1a1.HookVersion {
+	if h != nil && h.Version != nil && *h.Version != "" {
+		return *h.Version
+	}
+	return mcv1a1.HookVersionV1
+}
+
+// forPhase returns the hook a sync calls (finalize while finalizing),
+// its contract version and its name for messages ("Sync", "Finalize").
+func (h hooks) forPhase(finalizing bool) (hook.Caller, mcv1a1.HookVersion, string) {
+	if finalizing {
+		return h.finHook, h.finVer, "Finalize"
+	}
+	return h.syncHook, h.version, "Sync"
+}
+
+// upToDate reports whether a sync of pk may stop before calling the hook:
+// the observed state (fingerprint fp) is the one of the last successful
+// sync, no resync is due and the sync has written nothing. It returns the
+// parent's state for synced.
+func (e *engine) upToDate(pk parentKey, fp string, w writes) (*parentState, bool) {
+	st := e.state(pk)
+	e.mu.Lock()
+	same := st.fingerprint == fp
+	e.mu.Unlock()
+	if forced := e.takeForced(pk, st); same && !forced && len(w) == 0 {
+		e.log.V(2).Info("sync skipped: observed state unchanged", "parent", pk.String())
+		syncsTotal.WithLabelValues(e.name, "skipped").Inc()
+		return st, true
+	}
+	return st, false
+}
+
+// synced records a successful sync of the observed state fp.
+func (e *engine) synced(st *parentState, fp string) {
+	e.mu.Lock()
+	st.fingerprint = fp
+	e.mu.Unlock()
+	syncsTotal.WithLabelValues(e.name, "synced").Inc()
+}
+
 // errRequeue asks the worker to retry after a delay without counting a
 // failure (e.g. a related watch that has not synced yet).
 type errRequeue struct{ after time.Duration }
@@ -139,6 +224,7 @@ type engine struct {
 	// name labels metrics: "<kind>/<name>".
 	name  string
 	queue workqueue.TypedRateLimitingInterface[parentKey]
+	hooks
 	// followUp: sync a parent again once the events of its own writes
 	// have arrived (SyncAfterWritesAnnotation; default true).
 	followUp bool
@@ -260,8 +346,7 @@ const maxSelfWriteFollowUps = 3
 // or resync. A Warning Event (StatusNotSettling) says so once per streak.
 func (e *engine) settleFollowUp(pk parentKey, parent *unstructured.Unstructured, w writes, followUp bool) bool {
 	st := e.state(pk)
-	_, onlyParent := w[refOf(parent)]
-	onlyParent = onlyParent && len(w) == 1
+	onlyParent := len(w) == 1 && hasRef(w, parent)
 	e.mu.Lock()
 	if !followUp || !onlyParent {
 		st.selfWrites = 0
