@@ -20,10 +20,13 @@ type JoinFunc func(left, right Document) (out Document, ok bool, err error)
 // delta document is matched only against the other side's documents with an
 // equal key: the cost of a step is proportional to the delta and its matching
 // partners. Without key functions every pair is a candidate (a nested loop).
+// Join implements Limited: a step that would emit more than the bound fails
+// and leaves the integrals as they were.
 type Join struct {
 	leftKey, rightKey KeyFunc
 	f                 JoinFunc
 	left, right       joinIndex
+	max               int // bound of a step's output; 0: none
 }
 
 // NewJoin returns an incremental join at time zero. leftKey and rightKey
@@ -102,34 +105,58 @@ func (j *Join) emit(out *ZSet, l, r Document, lh, rh uint64, w int, errs *errorL
 }
 
 // Step consumes the deltas of both inputs for one time step and returns the
-// output delta.
+// output delta. The integrals change only when the step succeeds: a step
+// that exceeds the bound of SetMaxOutput returns a *LimitError and leaves
+// them as they were.
 func (j *Join) Step(dl, dr *ZSet) (*ZSet, error) {
 	out := &ZSet{}
 	var errs errorList
 	lk := keys(dl, j.leftKey, &errs)
 	rk := keys(dr, j.rightKey, &errs)
-	// A ⋈ ΔB, against the left integral before this step.
+	exceeded := false
+	match := func(ix *joinIndex, l keyed) bool {
+		ix.bucket(l.kh, l.key).each(func(rh uint64, r Document, wr int) bool {
+			j.emit(out, l.doc, r, l.h, rh, l.w*wr, &errs)
+			exceeded = over(out, j.max)
+			return !exceeded
+		})
+		return !exceeded
+	}
+	// A ⋈ ΔB, against the left integral.
 	for _, r := range rk {
 		j.left.bucket(r.kh, r.key).each(func(lh uint64, l Document, wl int) bool {
 			j.emit(out, l, r.doc, lh, r.h, wl*r.w, &errs)
-			return true
+			exceeded = over(out, j.max)
+			return !exceeded
 		})
+		if exceeded {
+			return nil, &LimitError{Limit: j.max}
+		}
+	}
+	// ΔA ⋈ B against the right integral, and ΔA ⋈ ΔB against an index of
+	// ΔB alone, so that the integrals stay untouched until the step is done.
+	var dix joinIndex
+	if len(lk) > 0 {
+		for _, r := range rk {
+			dix.insert(r)
+		}
+	}
+	for _, l := range lk {
+		if !match(&j.right, l) || !match(&dix, l) {
+			return nil, &LimitError{Limit: j.max}
+		}
 	}
 	for _, r := range rk {
 		j.right.insert(r)
-	}
-	// ΔA ⋈ (B + ΔB).
-	for _, l := range lk {
-		j.right.bucket(l.kh, l.key).each(func(rh uint64, r Document, wr int) bool {
-			j.emit(out, l.doc, r, l.h, rh, l.w*wr, &errs)
-			return true
-		})
 	}
 	for _, l := range lk {
 		j.left.insert(l)
 	}
 	return out, errs.err()
 }
+
+// SetMaxOutput implements Limited.
+func (j *Join) SetMaxOutput(n int) { j.max = n }
 
 // Snapshot returns left ⋈ right computed from whole inputs (a hash join on
 // the keys, or a nested loop without them), without touching the operator's

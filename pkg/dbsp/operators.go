@@ -228,18 +228,40 @@ func (f *Filter) Reset() {}
 // FlatMapFunc expands one document into zero or more documents.
 type FlatMapFunc func(Document) ([]Document, error)
 
+// SizeFunc tells, without building them, how many documents a FlatMapFunc
+// returns for a document. FlatMap uses it only to report the would-be size
+// of a step that exceeds its limit.
+type SizeFunc func(Document) int
+
 // FlatMap is the lifted flat-map operator: each element d with weight w
 // contributes every document of f(d) with weight w. It is linear and has no
-// state.
-type FlatMap struct{ f FlatMapFunc }
+// state. It implements Limited.
+type FlatMap struct {
+	f    FlatMapFunc
+	size SizeFunc
+	max  int
+}
 
 // NewFlatMap returns the lifted flat-map of f.
 func NewFlatMap(f FlatMapFunc) *FlatMap { return &FlatMap{f: f} }
 
+// WithSize sets the SizeFunc of f and returns fm.
+func (fm *FlatMap) WithSize(size SizeFunc) *FlatMap {
+	fm.size = size
+	return fm
+}
+
+// SetMaxOutput implements Limited. A single f(d) is built whole before the
+// bound is checked, so one step holds at most the limit plus one f(d).
+func (fm *FlatMap) SetMaxOutput(n int) { fm.max = n }
+
 // Step implements Operator.
-func (fm *FlatMap) Step(delta *ZSet) (*ZSet, error) {
+func (fm *FlatMap) Step(delta *ZSet) (*ZSet, error) { return fm.run(delta, fm.max) }
+
+func (fm *FlatMap) run(delta *ZSet, max int) (*ZSet, error) {
 	out := &ZSet{}
 	var errs errorList
+	exceeded := false
 	delta.each(func(_ uint64, doc Document, w int) bool {
 		res, err := fm.f(doc)
 		if err != nil {
@@ -249,13 +271,25 @@ func (fm *FlatMap) Step(delta *ZSet) (*ZSet, error) {
 		for _, r := range res {
 			out.Insert(r, w)
 		}
-		return true
+		exceeded = over(out, max)
+		return !exceeded
 	})
+	if exceeded {
+		le := &LimitError{Limit: max}
+		if fm.size != nil {
+			delta.each(func(_ uint64, doc Document, _ int) bool {
+				le.Count += fm.size(doc)
+				return true
+			})
+		}
+		return nil, le
+	}
 	return out, errs.err()
 }
 
-// Snapshot implements Operator; for a linear operator it is Step.
-func (fm *FlatMap) Snapshot(input *ZSet) (*ZSet, error) { return fm.Step(input) }
+// Snapshot implements Operator; for a linear operator it is Step, without
+// the bound.
+func (fm *FlatMap) Snapshot(input *ZSet) (*ZSet, error) { return fm.run(input, 0) }
 
 // Reset implements Operator; FlatMap has no state.
 func (fm *FlatMap) Reset() {}
