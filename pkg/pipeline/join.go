@@ -18,6 +18,8 @@ type joinStage struct {
 	path    string
 	sources []string
 	joins   []*dbsp.Join
+	max     int          // bound of each join's step output; 0: none
+	inputs  []*dbsp.ZSet // the left input of each join in the last step
 }
 
 // keyPart is one side of an equality in a join condition: the value at
@@ -189,22 +191,49 @@ func walk(v any, segs []expression.Segment) any {
 	return v
 }
 
+// run steps (or snapshots) the chain of joins. A bounded step that fails
+// with a *dbsp.LimitError undoes the joins before it and returns the error
+// alone; the failing join left its state untouched.
 func (js *joinStage) run(in map[string]*dbsp.ZSet, incremental bool) (*dbsp.ZSet, error) {
 	var errs []error
 	cur := input(in, js.sources[0])
 	for k, j := range js.joins {
 		right := input(in, js.sources[k+1])
 		var err error
-		if incremental {
-			cur, err = j.Step(cur, right)
-		} else {
+		if !incremental {
 			cur, err = j.Snapshot(cur, right)
+		} else {
+			prev := cur
+			cur, err = j.Step(cur, right)
+			var le *dbsp.LimitError
+			if errors.As(err, &le) {
+				js.undoFirst(k, in)
+				return nil, err
+			}
+			js.inputs = append(js.inputs[:k], prev)
 		}
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return cur, errors.Join(errs...)
+}
+
+// undo undoes the last successful step of the whole chain on in.
+func (js *joinStage) undo(in map[string]*dbsp.ZSet) {
+	js.undoFirst(len(js.joins), in)
+}
+
+// undoFirst undoes the last step of the first n joins: each steps again,
+// unbounded, on its negated inputs of that step (js.inputs holds their left
+// inputs; the right ones are the source deltas of in).
+func (js *joinStage) undoFirst(n int, in map[string]*dbsp.ZSet) {
+	for k := n - 1; k >= 0; k-- {
+		j := js.joins[k]
+		j.SetMaxOutput(0)
+		_, _ = j.Step(js.inputs[k].Negate(), input(in, js.sources[k+1]).Negate())
+		j.SetMaxOutput(js.max)
+	}
 }
 
 func (js *joinStage) reset() {

@@ -22,6 +22,10 @@ type Options struct {
 	// `spec.controllers[0].pipeline[1]["@project"]`. The
 	// Z-set must not be modified.
 	Trace func(stage string, delta *dbsp.ZSet)
+	// MaxDeltaEntries bounds the output delta of every stage in one
+	// Process call (see LimitError); 0 means no bound. Evaluate is never
+	// bounded.
+	MaxDeltaEntries int
 }
 
 // Pipeline is a compiled pipeline: a dbsp circuit from the source
@@ -40,6 +44,9 @@ type stage struct {
 	path  string
 	label string // path and stage name, e.g. spec.controllers[0].pipeline[1]["@project"]
 	op    dbsp.Operator
+	// stateful stages (@gather, @groupBy, @distinct) integrate their input;
+	// a failed Process undoes their step.
+	stateful bool
 }
 
 // Stage names and their aliases.
@@ -117,6 +124,12 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 			if p.join, err = compileJoin(arg, paths[i], p.sources); err != nil {
 				return nil, err
 			}
+			if opts.MaxDeltaEntries > 0 {
+				p.join.max = opts.MaxDeltaEntries
+				for _, j := range p.join.joins {
+					j.SetMaxOutput(opts.MaxDeltaEntries)
+				}
+			}
 			continue
 		}
 		if i == 0 && len(sources) > 1 {
@@ -126,7 +139,15 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.stages = append(p.stages, stage{path: paths[i], label: expression.Field(paths[i], name), op: op})
+		if l, ok := op.(dbsp.Limited); ok && opts.MaxDeltaEntries > 0 {
+			l.SetMaxOutput(opts.MaxDeltaEntries)
+		}
+		st := stage{path: paths[i], label: expression.Field(paths[i], name), op: op}
+		switch name {
+		case opGather, opMux, opGroupBy, opDistinct:
+			st.stateful = true
+		}
+		p.stages = append(p.stages, st)
 	}
 	if len(sources) > 1 && p.join == nil {
 		return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("a pipeline over several sources (%s) must start with @join", strings.Join(sources, ", "))}
@@ -187,6 +208,14 @@ func input(in map[string]*dbsp.ZSet, kind string) *dbsp.ZSet {
 // document contributes nothing, in Process and in Evaluate alike, so the
 // state stays consistent; Process returns the output of the other documents
 // together with the joined errors, each carrying its spec path.
+//
+// With Options.MaxDeltaEntries set, a stage whose output delta would hold
+// more entries than the bound fails the whole call with a *LimitError and
+// no output: the fan-out stages (@join, @unwind) stop as soon as the bound
+// is passed, the others are checked when they are done, and the steps of
+// the stages that already ran are undone (each stateful stage steps again
+// on its negated input), so the circuit's state is exactly as before the
+// call.
 func (p *Pipeline) Process(deltas map[string]*dbsp.ZSet) (*dbsp.ZSet, error) {
 	if err := p.inputs(deltas); err != nil {
 		return nil, err
@@ -208,13 +237,37 @@ func (p *Pipeline) Evaluate(state map[string]*dbsp.ZSet) (*dbsp.ZSet, error) {
 func (p *Pipeline) run(in map[string]*dbsp.ZSet, incremental bool) (*dbsp.ZSet, error) {
 	var errs []error
 	var cur *dbsp.ZSet
+	max := 0
+	if incremental {
+		max = p.opts.MaxDeltaEntries
+	}
+	// undo holds, while a bounded step runs, the undo of each stage step
+	// already taken, in order.
+	var undo []func()
+	if p.join != nil {
+		defer func() { p.join.inputs = nil }()
+	}
+	fail := func(stage string, le *dbsp.LimitError) error {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		return &LimitError{Stage: stage, Limit: le.Limit, Count: le.Count}
+	}
 	if p.join != nil {
 		var err error
+		label := expression.Field(p.join.path, opJoin)
 		cur, err = p.join.run(in, incremental)
+		var le *dbsp.LimitError
+		if errors.As(err, &le) {
+			return nil, fail(label, le)
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
-		p.trace(expression.Field(p.join.path, opJoin), cur)
+		if max > 0 {
+			undo = append(undo, func() { p.join.undo(in) })
+		}
+		p.trace(label, cur)
 	} else {
 		cur = input(in, p.sources[0])
 		if len(p.stages) == 0 {
@@ -223,10 +276,23 @@ func (p *Pipeline) run(in map[string]*dbsp.ZSet, incremental bool) (*dbsp.ZSet, 
 	}
 	for _, st := range p.stages {
 		var err error
+		prev := cur
 		if incremental {
 			cur, err = st.op.Step(cur)
 		} else {
 			cur, err = st.op.Snapshot(cur)
+		}
+		if max > 0 {
+			var le *dbsp.LimitError
+			if errors.As(err, &le) {
+				return nil, fail(st.label, le)
+			}
+			if st.stateful {
+				undo = append(undo, func() { _, _ = st.op.Step(prev.Negate()) })
+			}
+			if cur.Len() > max {
+				return nil, fail(st.label, &dbsp.LimitError{Limit: max, Count: cur.Len()})
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -234,6 +300,30 @@ func (p *Pipeline) run(in map[string]*dbsp.ZSet, incremental bool) (*dbsp.ZSet, 
 		p.trace(st.label, cur)
 	}
 	return cur, errors.Join(errs...)
+}
+
+// LimitError is the error of a Process call in which one stage's output
+// delta would hold more than Options.MaxDeltaEntries entries. The call had
+// no effect on the circuit's state.
+type LimitError struct {
+	// Stage is the spec path and name of the stage, e.g.
+	// `spec.controllers[0].pipeline[2]["@unwind"]`.
+	Stage string
+	// Limit is the bound.
+	Limit int
+	// Count is the number of entries the stage would have emitted, when it
+	// is known without building them (an @unwind counts its lists, a stage
+	// checked when done counts its output); 0 when only "more than Limit"
+	// is known.
+	Count int
+}
+
+// Error implements error.
+func (e *LimitError) Error() string {
+	if e.Count > e.Limit {
+		return fmt.Sprintf("%s: the change would make this stage emit %d entries, over the limit of %d", e.Stage, e.Count, e.Limit)
+	}
+	return fmt.Sprintf("%s: the change makes this stage emit more than %d entries (the limit)", e.Stage, e.Limit)
 }
 
 func (p *Pipeline) trace(path string, z *dbsp.ZSet) {

@@ -103,48 +103,50 @@ var generators = map[string]func(*rand.Rand, string, string) dbsp.Document{
 	"Pod": genPod, "Service": genService, "Node": genNode,
 }
 
-func TestPipelineProperty(t *testing.T) {
-	tests := []struct {
-		name    string
-		sources []string
-		spec    string
-	}{
-		{"select", []string{"Pod"}, `{"@select": {"@eq": ["$.metadata.labels.app", "a1"]}}`},
-		{"project", []string{"Pod"}, `{"@project": {"metadata": {"name": "$.metadata.name"}, "n": {"@len": "$.spec.containers"}}}`},
-		{"project list", []string{"Pod"}, `{"@project": [
+// propertyCases are the pipelines of the property tests.
+var propertyCases = []struct {
+	name    string
+	sources []string
+	spec    string
+}{
+	{"select", []string{"Pod"}, `{"@select": {"@eq": ["$.metadata.labels.app", "a1"]}}`},
+	{"project", []string{"Pod"}, `{"@project": {"metadata": {"name": "$.metadata.name"}, "n": {"@len": "$.spec.containers"}}}`},
+	{"project list", []string{"Pod"}, `{"@project": [
 			{"metadata": "$.metadata", "app": "$.metadata.labels.app"},
 			{"metadata": {"name": "$.metadata.name"}, "$.metadata.labels.app": "$.app"}]}`},
-		{"select+project", []string{"Pod"}, `[
+	{"select+project", []string{"Pod"}, `[
 			{"@select": {"@gte": [{"@len": "$.spec.containers"}, 1]}},
 			{"@project": {"metadata": {"name": "$.metadata.name", "namespace": "$.metadata.namespace",
 				"annotations": {"images": {"@join": [{"@map": ["$$.image", "$.spec.containers"]}, ","]}}}}}]`},
-		{"unwind", []string{"Pod"}, `{"@unwind": "$.spec.containers"}`},
-		{"gather", []string{"Pod"}, `{"@gather": ["$.metadata.labels.app", "$.spec.nodeName"]}`},
-		{"unwind+gather", []string{"Pod"}, `[
+	{"unwind", []string{"Pod"}, `{"@unwind": "$.spec.containers"}`},
+	{"gather", []string{"Pod"}, `{"@gather": ["$.metadata.labels.app", "$.spec.nodeName"]}`},
+	{"unwind+gather", []string{"Pod"}, `[
 			{"@project": {"metadata": "$.metadata", "spec": "$.spec", "owner": {"@concat": ["$.metadata.namespace", "/", "$.metadata.name"]}}},
 			{"@unwind": "$.spec.containers"},
 			{"@gather": ["$.owner", "$.spec.containers"]}]`},
-		{"groupBy", []string{"Pod"}, `{"@groupBy": ["$.metadata.labels.app", "$.metadata.name"]}`},
-		{"project+distinct", []string{"Pod"}, `[{"@project": {"app": "$.metadata.labels.app", "node": "$.spec.nodeName"}}, {"@distinct": {}}]`},
-		{"join+project", []string{"Pod", "Service"}, `[
+	{"groupBy", []string{"Pod"}, `{"@groupBy": ["$.metadata.labels.app", "$.metadata.name"]}`},
+	{"project+distinct", []string{"Pod"}, `[{"@project": {"app": "$.metadata.labels.app", "node": "$.spec.nodeName"}}, {"@distinct": {}}]`},
+	{"join+project", []string{"Pod", "Service"}, `[
 			{"@join": {"@and": [
 				{"@eq": ["$.Pod.metadata.labels.app", "$.Service.spec.selector.app"]},
 				{"@eq": ["$.Pod.metadata.namespace", "$.Service.metadata.namespace"]}]}},
 			{"@project": {"metadata": {"name": {"@concat": ["$.Service.metadata.name", "-", "$.Pod.metadata.name"]}}, "ip": "$.Pod.status.podIP"}}]`},
-		{"join without keys", []string{"Pod", "Service"}, `[
+	{"join without keys", []string{"Pod", "Service"}, `[
 			{"@join": {"@selector": ["$.Service.spec.selector", "$.Pod.metadata.labels"]}},
 			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name"}}]`},
-		{"three-way join", []string{"Pod", "Service", "Node"}, `[
+	{"three-way join", []string{"Pod", "Service", "Node"}, `[
 			{"@join": {"@and": [
 				{"@eq": ["$.Service.spec.selector.app", "$.Pod.metadata.labels.app"]},
 				{"@eq": ["$.Node.metadata.name", "$.Pod.spec.nodeName"]},
 				{"@neq": ["$.Node.metadata.labels.zone", "z1"]}]}},
 			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name", "node": "$.Node.metadata.name"}}]`},
-		{"join+groupBy", []string{"Pod", "Service"}, `[
+	{"join+groupBy", []string{"Pod", "Service"}, `[
 			{"@join": {"@eq": ["$.Pod.metadata.labels.app", "$.Service.spec.selector.app"]}},
 			{"@groupBy": [{"@concat": ["$.Service.metadata.namespace", "/", "$.Service.metadata.name"]}, "$.Pod.status.podIP"]}]`},
-	}
-	for _, tc := range tests {
+}
+
+func TestPipelineProperty(t *testing.T) {
+	for _, tc := range propertyCases {
 		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("%s/seed%d", tc.name, seed), func(t *testing.T) {
 				p, err := Compile(mustJSON(t, tc.spec), tc.sources, Options{Path: path})

@@ -197,6 +197,9 @@ func compileUnwind(name string, arg any, path string) (dbsp.Operator, error) {
 			out = append(out, d)
 		}
 		return out, nil
+	}).WithSize(func(doc dbsp.Document) int {
+		l, _ := pa.get(doc).([]any)
+		return len(l)
 	}), nil
 }
 
