@@ -52,6 +52,17 @@ type Options struct {
 	Logger logr.Logger
 	// Now returns the current time (time.Now when nil).
 	Now func() time.Time
+	// MaxDeltaEntries bounds the entries one pipeline stage may emit for
+	// one source change: a change over it is refused with an error naming
+	// the stage, and the controller keeps its previous state (see
+	// HandleBatch). 0 means DefaultMaxDeltaEntries, a negative value no
+	// bound.
+	MaxDeltaEntries int
+	// MaxObjectBytes bounds the JSON encoding of a target object (of a
+	// Patcher's patch) that the controller writes: a larger one is not sent
+	// and its write fails with a RequestEntityTooLarge error. Views are not
+	// bounded. 0 means DefaultMaxObjectBytes, a negative value no bound.
+	MaxObjectBytes int
 	// Concurrency is how many target writes of one batch may run at once
 	// (1 when 0). Offline runs use 1 so that runs are reproducible.
 	Concurrency int
@@ -122,6 +133,9 @@ type Controller struct {
 	errs        []opv1a1.ErrorRecord
 	counters    opv1a1.Counters
 	pipelineErr error // the error of the last pipeline run, nil when it succeeded
+	// refused holds the changes refused for MaxDeltaEntries, until the
+	// object changes again.
+	refused map[refusal]error
 }
 
 // New resolves and compiles a controller spec. Errors carry the spec path,
@@ -141,6 +155,7 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 		outputs: map[object.Key]*dbsp.ZSet{},
 		written: map[object.Key]map[string]any{},
 		failed:  map[object.Key]bool{},
+		refused: map[refusal]error{},
 	}
 	if len(spec.Sources) == 0 {
 		return nil, fmt.Errorf("%s.sources: at least one source is required", path)
@@ -216,7 +231,10 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 	if err := json.Unmarshal(spec.Pipeline.Raw, &raw); err != nil {
 		return nil, fmt.Errorf("%s.pipeline: %w", path, err)
 	}
-	popts := pipeline.Options{Path: path + ".pipeline"}
+	popts := pipeline.Options{Path: path + ".pipeline", MaxDeltaEntries: limitOf(opts.MaxDeltaEntries, DefaultMaxDeltaEntries)}
+	if max := limitOf(opts.MaxObjectBytes, DefaultMaxObjectBytes); max > 0 && !c.target.IsView() && opts.Client != nil {
+		c.opts.Client = limitSize(opts.Client, max)
+	}
 	if opts.Trace != nil {
 		name := spec.Name
 		popts.Trace = func(stage string, delta *dbsp.ZSet) { opts.Trace(name, stage, delta) }
@@ -291,11 +309,15 @@ func (c *Controller) Counters() opv1a1.Counters {
 }
 
 // PipelineError returns the error of the last pipeline run (some input
-// objects failed to evaluate), or nil when it succeeded.
+// objects failed to evaluate) joined with the errors of the changes still
+// refused for MaxDeltaEntries, or nil when there are none.
 func (c *Controller) PipelineError() error {
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	return c.pipelineErr
+	if len(c.refused) == 0 {
+		return c.pipelineErr
+	}
+	return errors.Join(append([]error{c.pipelineErr}, c.refusedErrors()...)...)
 }
 
 // Pending returns how many target keys wait for a retried write.
@@ -355,85 +377,70 @@ func (c *Controller) Handle(ctx context.Context, old, new *unstructured.Unstruct
 }
 
 // HandleBatch takes ownership of the objects in changes (callers pass
-// copies; the pipeline never modifies them). It turns changes into one delta per source kind (an update is the
-// old document with weight -1 and the new one with +1; objects leaving a
-// source's namespace or selector are removals), runs the pipeline once and
-// writes the touched target objects. Objects that belong to no source are
-// ignored; metadata.managedFields is dropped from source objects. Errors are returned joined and recorded in Errors.
+// copies; the pipeline never modifies them). It turns changes into one
+// delta per source kind (an update is the old document with weight -1 and
+// the new one with +1; objects leaving a source's namespace or selector are
+// removals), runs the pipeline once and writes the touched target objects.
+// Objects that belong to no source are ignored; metadata.managedFields is
+// dropped from source objects. Errors are returned joined and recorded in
+// Errors.
+//
+// A change for which a pipeline stage would emit more than MaxDeltaEntries
+// entries is refused: the batch is split until that change is alone, the
+// other changes are processed, and for the refused one the pipeline state,
+// the input objects and the outputs stay as they were, so later changes
+// compute on the last good state. The refusal is returned, recorded in
+// Errors and reported by PipelineError until the object changes again.
 func (c *Controller) HandleBatch(ctx context.Context, changes []Change) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	deltas := map[string]*dbsp.ZSet{}
-	for _, ch := range changes {
-		ref := ch.New
-		if ref == nil {
-			ref = ch.Old
-		}
-		if ref == nil {
-			continue
-		}
-		for i := range c.sources {
-			s := &c.sources[i]
-			if s.Type == opv1a1.OneShot || s.Type == opv1a1.Periodic || ref.GroupVersionKind() != s.GVK {
-				continue
-			}
-			if ch.Old != nil && ch.New != nil && s.Predicate != nil && !s.Predicate.Update(ch.Old, ch.New) {
-				continue
-			}
-			key := object.Key{Namespace: ref.GetNamespace(), Name: ref.GetName()}
-			z := deltas[s.GVK.Kind]
-			if z == nil {
-				z = dbsp.NewZSet()
-			}
-			if prev, ok := c.inputs[i][key]; ok {
-				z.Insert(prev, -1)
-				delete(c.inputs[i], key)
-			}
-			if ch.New != nil && s.Matches(ch.New) {
-				// The object is ours (callers pass copies); managedFields is
-				// server bookkeeping that no pipeline needs.
-				doc := ch.New.Object
-				if meta, ok := doc["metadata"].(map[string]any); ok {
-					delete(meta, "managedFields")
-				}
-				z.Insert(doc, 1)
-				c.inputs[i][key] = doc
-			}
-			if !z.IsEmpty() {
-				deltas[s.GVK.Kind] = z
-			} else {
-				delete(deltas, s.GVK.Kind)
-			}
-		}
-	}
-	if len(deltas) == 0 {
+	ran, perrs, werrs := c.handleBatch(ctx, changes, true)
+	if !ran {
 		return nil
 	}
+	perr := errors.Join(perrs...)
 	c.smu.Lock()
-	c.counters.Deltas += int64(len(changes))
+	c.pipelineErr = perr
 	c.smu.Unlock()
-	DeltasIn.WithLabelValues(c.opts.Operator, c.name).Add(float64(len(changes)))
-	return c.process(ctx, deltas)
+	return errors.Join(append([]error{perr}, werrs...)...)
 }
 
 func (c *Controller) process(ctx context.Context, deltas map[string]*dbsp.ZSet) error {
+	out, perr := c.runPipeline(deltas)
+	c.smu.Lock()
+	c.pipelineErr = perr
+	c.smu.Unlock()
+	var le *pipeline.LimitError
+	if errors.As(perr, &le) {
+		c.recordError("pipeline", perr)
+		return perr
+	}
+	return errors.Join(append([]error{perr}, c.applyOutput(ctx, out)...)...)
+}
+
+// runPipeline runs one incremental pipeline step; errors other than a
+// *pipeline.LimitError are recorded.
+func (c *Controller) runPipeline(deltas map[string]*dbsp.ZSet) (*dbsp.ZSet, error) {
 	start := time.Now()
 	out, perr := c.pipe.Process(deltas)
 	PipelineSeconds.WithLabelValues(c.opts.Operator, c.name).Observe(time.Since(start).Seconds())
 	if out != nil {
 		DeltasOut.WithLabelValues(c.opts.Operator, c.name).Add(float64(out.Len()))
 	}
-	var errs []error
-	c.smu.Lock()
-	c.pipelineErr = perr
-	c.smu.Unlock()
-	if perr != nil {
+	var le *pipeline.LimitError
+	if perr != nil && !errors.As(perr, &le) {
 		c.recordError("pipeline", perr)
-		errs = append(errs, perr)
 	}
+	return out, perr
+}
+
+// applyOutput adds the pipeline's output delta to the outputs and writes
+// the touched target objects.
+func (c *Controller) applyOutput(ctx context.Context, out *dbsp.ZSet) []error {
 	if out == nil {
-		return perr
+		return nil
 	}
+	var errs []error
 	touched := map[object.Key]bool{}
 	for _, e := range out.Entries() {
 		key, err := object.KeyOf(e.Doc)
@@ -454,8 +461,7 @@ func (c *Controller) process(ctx context.Context, deltas map[string]*dbsp.ZSet) 
 		}
 		touched[key] = true
 	}
-	errs = append(errs, c.syncAll(ctx, sortedKeys(touched))...)
-	return errors.Join(errs...)
+	return append(errs, c.syncAll(ctx, sortedKeys(touched))...)
 }
 
 func sortedKeys(m map[object.Key]bool) []object.Key {

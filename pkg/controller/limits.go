@@ -1,0 +1,273 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/dbsp"
+	"github.com/dcontroller/dcontroller/pkg/object"
+	"github.com/dcontroller/dcontroller/pkg/pipeline"
+)
+
+// DefaultMaxDeltaEntries is the default bound of the entries one pipeline
+// stage may emit for one source change (Options.MaxDeltaEntries). It is
+// above the object counts of the Kubernetes scalability thresholds for one
+// kind in one namespace or behind one Service, so a change that fans out
+// to every object of a large kind passes, while the few hundred MB that
+// 10⁵ fresh documents may take bound what one change can cost the manager
+// that runs every operator.
+const DefaultMaxDeltaEntries = 100000
+
+// DefaultMaxObjectBytes is the default bound of the JSON encoding of one
+// target object a controller writes (Options.MaxObjectBytes): 1.5 MiB,
+// etcd's default --max-request-bytes, above which the API server refuses
+// to store an object.
+const DefaultMaxObjectBytes = 3 << 19
+
+// limitOf returns the effective bound of an option: def when 0, none (0)
+// when negative.
+func limitOf(n, def int) int {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
+// refusal is a change the controller refused because a pipeline stage
+// would emit too many entries for it; the controller keeps the previous
+// state of the object until it changes again.
+type refusal struct {
+	source int
+	key    object.Key
+}
+
+// inputUndo restores the controller's input map as it was before a batch.
+type inputUndo struct {
+	c    *Controller
+	prev map[refusal]map[string]any // nil value: the key was absent
+}
+
+func (u *inputUndo) save(source int, key object.Key) {
+	r := refusal{source, key}
+	if _, ok := u.prev[r]; ok {
+		return
+	}
+	u.prev[r] = u.c.inputs[source][key]
+}
+
+func (u *inputUndo) restore() {
+	for r, doc := range u.prev {
+		if doc == nil {
+			delete(u.c.inputs[r.source], r.key)
+		} else {
+			u.c.inputs[r.source][r.key] = doc
+		}
+	}
+}
+
+// handleBatch runs one batch of changes through the pipeline. When a stage
+// would emit more than MaxDeltaEntries entries, the pipeline and the input
+// map are left as they were and the batch is split in halves, each run on
+// its own, down to the single change that is over the bound: that change
+// is refused (see refusal) and the others go through. It returns the
+// errors of the pipeline runs (reported by PipelineError) and of the
+// writes, separately; ran reports whether the pipeline ran at all. top
+// marks the whole batch (not a half), whose changes are counted.
+func (c *Controller) handleBatch(ctx context.Context, changes []Change, top bool) (ran bool, perrs, werrs []error) {
+	deltas, undo, touched := c.deltasOf(changes)
+	if len(deltas) == 0 {
+		return false, nil, nil
+	}
+	if top {
+		c.smu.Lock()
+		c.counters.Deltas += int64(len(changes))
+		c.smu.Unlock()
+		DeltasIn.WithLabelValues(c.opts.Operator, c.name).Add(float64(len(changes)))
+	}
+	out, err := c.runPipeline(deltas)
+	var le *pipeline.LimitError
+	if !errors.As(err, &le) {
+		c.smu.Lock()
+		for _, r := range touched {
+			delete(c.refused, r)
+		}
+		c.smu.Unlock()
+		if err != nil {
+			perrs = append(perrs, err)
+		}
+		return true, perrs, c.applyOutput(ctx, out)
+	}
+	undo.restore()
+	if len(changes) > 1 {
+		half := len(changes) / 2
+		_, p1, w1 := c.handleBatch(ctx, changes[:half], false)
+		_, p2, w2 := c.handleBatch(ctx, changes[half:], false)
+		return true, append(p1, p2...), append(w1, w2...)
+	}
+	ref := changes[0].New
+	if ref == nil {
+		ref = changes[0].Old
+	}
+	err = fmt.Errorf("%w; the change of %s %s is not applied: the controller keeps the object's previous state until it changes again "+
+		"(the limit is the operator's spec.limits.maxDeltaEntries)", le, ref.GetKind(), object.Key{Namespace: ref.GetNamespace(), Name: ref.GetName()})
+	c.smu.Lock()
+	for _, r := range touched {
+		c.refused[r] = err
+	}
+	c.smu.Unlock()
+	c.recordError("pipeline", err)
+	return true, nil, []error{err}
+}
+
+// deltasOf turns changes into one delta per source kind and updates the
+// input map; the undo restores the input map. touched lists the source
+// keys of the changes.
+func (c *Controller) deltasOf(changes []Change) (map[string]*dbsp.ZSet, *inputUndo, []refusal) {
+	deltas := map[string]*dbsp.ZSet{}
+	undo := &inputUndo{c: c, prev: map[refusal]map[string]any{}}
+	var touched []refusal
+	for _, ch := range changes {
+		ref := ch.New
+		if ref == nil {
+			ref = ch.Old
+		}
+		if ref == nil {
+			continue
+		}
+		for i := range c.sources {
+			s := &c.sources[i]
+			if s.Type == opv1a1.OneShot || s.Type == opv1a1.Periodic || ref.GroupVersionKind() != s.GVK {
+				continue
+			}
+			if ch.Old != nil && ch.New != nil && s.Predicate != nil && !s.Predicate.Update(ch.Old, ch.New) {
+				continue
+			}
+			key := object.Key{Namespace: ref.GetNamespace(), Name: ref.GetName()}
+			undo.save(i, key)
+			touched = append(touched, refusal{i, key})
+			z := deltas[s.GVK.Kind]
+			if z == nil {
+				z = dbsp.NewZSet()
+			}
+			if prev, ok := c.inputs[i][key]; ok {
+				z.Insert(prev, -1)
+				delete(c.inputs[i], key)
+			}
+			if ch.New != nil && s.Matches(ch.New) {
+				// The object is ours (callers pass copies); managedFields is
+				// server bookkeeping that no pipeline needs.
+				doc := ch.New.Object
+				if meta, ok := doc["metadata"].(map[string]any); ok {
+					delete(meta, "managedFields")
+				}
+				z.Insert(doc, 1)
+				c.inputs[i][key] = doc
+			}
+			if !z.IsEmpty() {
+				deltas[s.GVK.Kind] = z
+			} else {
+				delete(deltas, s.GVK.Kind)
+			}
+		}
+	}
+	return deltas, undo, touched
+}
+
+// refusedErrors returns the errors of the refused changes in key order.
+// Callers hold smu.
+func (c *Controller) refusedErrors() []error {
+	rs := make([]refusal, 0, len(c.refused))
+	for r := range c.refused {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].source != rs[j].source {
+			return rs[i].source < rs[j].source
+		}
+		return rs[i].key.String() < rs[j].key.String()
+	})
+	errs := make([]error, len(rs))
+	for i, r := range rs {
+		errs[i] = c.refused[r]
+	}
+	return errs
+}
+
+// sizeLimited refuses to send an object whose JSON encoding is over max
+// bytes: the API server would refuse to store it. Patches are checked by
+// their own size (the patched object is the server's to check).
+type sizeLimited struct {
+	Client
+	max int
+}
+
+func (s sizeLimited) check(obj *unstructured.Unstructured) error {
+	b, err := json.Marshal(obj.Object)
+	if err != nil {
+		return err
+	}
+	return s.checkLen(obj.GetKind(), len(b))
+}
+
+func (s sizeLimited) checkLen(kind string, n int) error {
+	if n <= s.max {
+		return nil
+	}
+	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf(
+		"the %s is %d bytes encoded as JSON, over the limit of %d bytes for one object (dctl --max-object-bytes); it was not sent", kind, n, s.max))
+}
+
+func (s sizeLimited) Create(ctx context.Context, obj *unstructured.Unstructured) error {
+	if err := s.check(obj); err != nil {
+		return err
+	}
+	return s.Client.Create(ctx, obj)
+}
+
+func (s sizeLimited) Update(ctx context.Context, obj *unstructured.Unstructured) error {
+	if err := s.check(obj); err != nil {
+		return err
+	}
+	return s.Client.Update(ctx, obj)
+}
+
+func (s sizeLimited) Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
+	if err := s.check(obj); err != nil {
+		return err
+	}
+	return s.Client.Apply(ctx, obj, fieldManager)
+}
+
+func (s sizeLimited) Patch(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
+	if err := s.checkLen(gvk.Kind+" patch", len(mergePatch)); err != nil {
+		return err
+	}
+	return s.Client.Patch(ctx, gvk, key, mergePatch)
+}
+
+// sizeLimitedOffline is sizeLimited over a client without server-side
+// apply.
+type sizeLimitedOffline struct{ sizeLimited }
+
+// NoServerSideApply marks a client without server-side apply.
+func (sizeLimitedOffline) NoServerSideApply() {}
+
+// limitSize wraps cl in the object size check of max bytes.
+func limitSize(cl Client, max int) Client {
+	s := sizeLimited{Client: cl, max: max}
+	if _, offline := cl.(interface{ NoServerSideApply() }); offline {
+		return sizeLimitedOffline{s}
+	}
+	return s
+}
