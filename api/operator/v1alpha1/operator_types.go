@@ -38,6 +38,24 @@ type OperatorSpec struct {
 	// Controllers are run independently; they may chain through views.
 	// +kubebuilder:validation:MinItems=1
 	Controllers []Controller `json:"controllers"`
+	// Limits bound what one change may cost the manager that runs the
+	// operator; omitted fields take the manager's defaults.
+	// +optional
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Limits bound the work of an operator's controllers.
+type Limits struct {
+	// MaxDeltaEntries bounds the entries one pipeline stage of a controller
+	// may emit for one source change (an update counts the entries it
+	// removes and those it adds). A change over it is refused: the
+	// controller reports it as a PipelineError naming the stage and keeps
+	// the last state it accepted of the object until the object changes
+	// again. When omitted, the manager's default applies (dctl
+	// --max-delta-entries, 100000).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxDeltaEntries *int32 `json:"maxDeltaEntries,omitempty"`
 }
 
 // Controller watches its sources, runs the pipeline over them and writes the
