@@ -66,6 +66,12 @@ type Options struct {
 	// Concurrency is how many target writes of one batch may run at once
 	// (1 when 0). Offline runs use 1 so that runs are reproducible.
 	Concurrency int
+	// OwnerLive reports whether the controller named by an owner annotation
+	// value ("<operator>/<controller>") still runs. An Updater does not take
+	// over an object that carries the owner annotation of another controller
+	// that runs (see OwnerConflictError); it adopts one whose owner is gone.
+	// When nil, every other owner counts as running.
+	OwnerLive func(owner string) bool
 }
 
 // Source is a resolved source of a controller.
@@ -129,6 +135,10 @@ type Controller struct {
 	outputs map[object.Key]*dbsp.ZSet       // integrated pipeline output per target key
 	written map[object.Key]map[string]any   // the last state written per target key
 	failed  map[object.Key]bool             // target keys whose last write failed
+	// conflicts: target keys owned by another running controller, by owner.
+	conflicts map[object.Key]string
+	// restores: target keys restored after changes by another writer.
+	restores map[object.Key]*restoreState
 
 	errs        []opv1a1.ErrorRecord
 	counters    opv1a1.Counters
@@ -327,8 +337,14 @@ func (c *Controller) Pending() int {
 	return len(c.failed)
 }
 
-// call runs one target API call and counts it by operation and result.
-func (c *Controller) call(op string, f func() error) error {
+// call runs one target API call and counts it by operation and result. A
+// gate in ctx (see RestoreTarget) may hold the call back.
+func (c *Controller) call(ctx context.Context, op string, f func() error) error {
+	if gate, ok := ctx.Value(gateKey{}).(func() error); ok {
+		if err := gate(); err != nil {
+			return err
+		}
+	}
 	err := f()
 	result := "success"
 	if err != nil {
@@ -477,15 +493,39 @@ func sortedKeys(m map[object.Key]bool) []object.Key {
 // fresh state; a failure marks the key for RetryFailed. Syncs of different
 // keys may run concurrently.
 func (c *Controller) sync(ctx context.Context, key object.Key) error {
+	_, err := c.syncKey(ctx, key, true)
+	return err
+}
+
+// syncKey is sync; it reports whether a write was made. recordOutput says
+// whether an ambiguous output is recorded as an error (restores do not
+// record it again). An owner conflict is not an error: it is kept in
+// Conflicts until the object can be written.
+func (c *Controller) syncKey(ctx context.Context, key object.Key, recordOutput bool) (bool, error) {
 	desired, derr := c.desired(key)
-	if derr != nil {
+	if derr != nil && recordOutput {
 		c.recordError("output", derr)
 	}
+	if !recordOutput {
+		derr = nil
+	}
 	var err error
+	var wrote bool
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
-		var wrote bool
 		wrote, err = c.write(ctx, key, desired)
+		var conflict *OwnerConflictError
+		if errors.As(err, &conflict) {
+			c.setConflict(key, conflict.Owner)
+			c.smu.Lock()
+			delete(c.failed, key)
+			c.smu.Unlock()
+			return false, derr
+		}
+		if errors.Is(err, errRestoreDeferred) {
+			return false, err
+		}
 		if err == nil {
+			c.clearConflict(key)
 			if wrote {
 				c.smu.Lock()
 				c.counters.Writes++
@@ -505,19 +545,19 @@ func (c *Controller) sync(ctx context.Context, key object.Key) error {
 	if err == nil {
 		delete(c.failed, key)
 		c.smu.Unlock()
-		return derr
+		return wrote, derr
 	}
 	c.failed[key] = true
 	if ctx.Err() != nil {
 		// Shutting down: the write is retried after the next start.
 		c.smu.Unlock()
-		return nil
+		return false, nil
 	}
 	c.counters.WriteErrors++
 	c.smu.Unlock()
 	err = fmt.Errorf("%s.target: %s %s: %w", c.path, c.target.GVK.Kind, key, err)
 	c.recordError("write", err)
-	return errors.Join(derr, err)
+	return false, errors.Join(derr, err)
 }
 
 // syncAll syncs keys, up to Options.Concurrency at a time.
@@ -694,44 +734,87 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 			// Not ours to delete (it existed before this controller wrote it).
 			return false, nil
 		}
-		if err := c.call("delete", func() error { return c.opts.Client.Delete(ctx, c.target.GVK, key) }); err != nil && !apierrors.IsNotFound(err) {
+		if err := c.call(ctx, "delete", func() error { return c.opts.Client.Delete(ctx, c.target.GVK, key) }); err != nil && !apierrors.IsNotFound(err) {
 			return false, err
 		}
 		return true, nil
 	}
 	obj := &unstructured.Unstructured{Object: object.StripServerFields(desired)}
 	obj.SetGroupVersionKind(c.target.GVK)
+	// The label and annotation keys the output sets are recorded on the
+	// object, so that a later write (of this run or after a restart) removes
+	// those the output drops.
+	managed := outputKeys(obj)
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	delete(ann, ManagedMetadataAnnotation)
+	if !managed.empty() {
+		ann[ManagedMetadataAnnotation] = managed.encode()
+	}
+	ours := true
 	if !c.target.IsView() {
-		ann := obj.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
+		if existing != nil {
+			if owner := existing.GetAnnotations()[opv1a1.OwnerAnnotation]; owner != "" && owner != c.Owner() {
+				if c.ownerLive(owner) {
+					return false, &OwnerConflictError{Kind: c.target.GVK.Kind, Key: key, Owner: owner}
+				}
+				// The owner is gone: adopt the object, but not its
+				// managed keys (they are not this controller's).
+				ours = false
+				c.opts.Logger.Info("adopting a target object whose owner no longer runs", "kind", c.target.GVK.Kind, "key", key.String(), "owner", owner)
+			} else if owner == "" {
+				ours = false
+			}
 		}
 		ann[opv1a1.OwnerAnnotation] = c.Owner()
-		obj.SetAnnotations(ann)
 	}
+	if len(ann) == 0 {
+		ann = nil
+	}
+	obj.SetAnnotations(ann)
 	if existing == nil {
-		if err := c.call("create", func() error { return c.opts.Client.Create(ctx, obj) }); err != nil {
+		if err := c.call(ctx, "create", func() error { return c.opts.Client.Create(ctx, obj) }); err != nil {
 			return false, err
 		}
 		c.setWritten(key, obj.Object)
 		return true, nil
 	}
-	// Labels and annotations are merged with what is there; the output wins.
-	obj.SetLabels(mergeStrings(existing.GetLabels(), obj.GetLabels()))
-	obj.SetAnnotations(mergeStrings(existing.GetAnnotations(), obj.GetAnnotations()))
+	// Labels and annotations are merged with what is there; the output wins,
+	// and the keys this controller set before and the output no longer sets
+	// are removed (known from the last write, or from the object's own
+	// record after a restart).
+	prev, known := c.getWritten(key)
+	var prevKeys managedKeys
+	if known {
+		prevKeys = parseManagedKeys(annotationsOf(prev))
+	}
+	if ours {
+		prevKeys = prevKeys.union(parseManagedKeys(existing.GetAnnotations()))
+	}
+	labels, droppedLabels := mergeManaged(existing.GetLabels(), obj.GetLabels(), prevKeys.Labels)
+	anns, droppedAnns := mergeManaged(existing.GetAnnotations(), obj.GetAnnotations(), append(prevKeys.Annotations, ManagedMetadataAnnotation))
+	obj.SetLabels(labels)
+	obj.SetAnnotations(anns)
 	// The API server may add defaults; what matters is that everything the
 	// output says is there and nothing written before was dropped since.
-	prev, known := c.getWritten(key)
-	if object.Contains(existing.Object, obj.Object) && (!known || !droppedFields(prev, obj.Object)) {
+	if len(droppedLabels) == 0 && len(droppedAnns) == 0 && object.Contains(existing.Object, obj.Object) && (!known || !droppedFields(prev, obj.Object)) {
 		c.setWritten(key, obj.Object)
 		return false, nil
 	}
 	obj.SetResourceVersion(existing.GetResourceVersion())
-	if err := c.call("update", func() error { return c.opts.Client.Update(ctx, obj) }); err != nil {
+	if err := c.call(ctx, "update", func() error { return c.opts.Client.Update(ctx, obj) }); err != nil {
 		return false, err
 	}
 	c.setWritten(key, obj.Object)
 	return true, nil
+}
+
+// annotationsOf returns the metadata.annotations of a written document.
+func annotationsOf(doc map[string]any) map[string]string {
+	u := unstructured.Unstructured{Object: doc}
+	return u.GetAnnotations()
 }
 
 func (c *Controller) patch(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
@@ -774,7 +857,7 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 	if err != nil {
 		return false, err
 	}
-	if err := c.call("patch", func() error { return c.opts.Client.Patch(ctx, c.target.GVK, key, b) }); err != nil {
+	if err := c.call(ctx, "patch", func() error { return c.opts.Client.Patch(ctx, c.target.GVK, key, b) }); err != nil {
 		if desired == nil {
 			c.setWritten(key, prev)
 		}
@@ -792,7 +875,7 @@ func (c *Controller) patchOrCreate(ctx context.Context, key object.Key, desired 
 		if existing == nil {
 			obj := &unstructured.Unstructured{Object: object.StripServerFields(desired)}
 			obj.SetGroupVersionKind(c.target.GVK)
-			if err := c.call("create", func() error { return c.opts.Client.Create(ctx, obj) }); err != nil {
+			if err := c.call(ctx, "create", func() error { return c.opts.Client.Create(ctx, obj) }); err != nil {
 				return false, err
 			}
 			patch := object.StripServerFields(desired)
@@ -828,7 +911,7 @@ func (c *Controller) apply(ctx context.Context, key object.Key, desired map[stri
 		}
 	}
 	// Applying only the identity releases every field this manager owned.
-	if err := c.call("apply", func() error { return c.opts.Client.Apply(ctx, obj, FieldManager(c.opts.Operator)) }); err != nil {
+	if err := c.call(ctx, "apply", func() error { return c.opts.Client.Apply(ctx, obj, FieldManager(c.opts.Operator)) }); err != nil {
 		if desired == nil && apierrors.IsNotFound(err) {
 			c.delWritten(key)
 			return false, nil

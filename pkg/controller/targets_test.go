@@ -1,0 +1,312 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/object"
+	"github.com/dcontroller/dcontroller/pkg/view"
+)
+
+// metaCopySpec copies the labels and annotations a Pod lists in its spec to
+// a ConfigMap of the same name.
+const metaCopySpec = `
+name: %s
+sources: [{apiGroup: "", version: v1, kind: Pod}]
+pipeline:
+  "@project":
+    metadata:
+      name: "$.metadata.name"
+      namespace: "$.metadata.namespace"
+      labels: "$.spec.labels"
+      annotations: "$.spec.annotations"
+    data: {image: "$.spec.image"}
+target: {apiGroup: "", version: v1, kind: ConfigMap}
+`
+
+func metaPod(labels, annotations map[string]any) *unstructured.Unstructured {
+	return obj(podGVK, "ns", "p", map[string]any{"spec": map[string]any{"image": "a", "labels": labels, "annotations": annotations}})
+}
+
+// fakeClock is a settable Options.Now.
+type fakeClock struct{ t time.Time }
+
+func (f *fakeClock) now() time.Time          { return f.t }
+func (f *fakeClock) advance(d time.Duration) { f.t = f.t.Add(d) }
+func newClock() *fakeClock                   { return &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)} }
+func named(name string) string               { return strings.Replace(metaCopySpec, "%s", name, 1) }
+func (f *fakeClock) opts(client Client) Options {
+	return Options{Operator: "test", Client: client, Now: f.now}
+}
+func withLive(o Options, live func(string) bool) Options { o.OwnerLive = live; return o }
+
+func mustNew(t *testing.T, y string, opts Options) *Controller {
+	t.Helper()
+	c, err := New(spec(t, y), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestUpdaterRemovesDroppedMetadata: labels and annotations the output no
+// longer sets are removed, in the same run and after a restart (a new
+// Controller over the same objects, with no memory of earlier writes);
+// labels and annotations set by others are kept.
+func TestUpdaterRemovesDroppedMetadata(t *testing.T) {
+	ctx := context.Background()
+	store := view.NewStore()
+	client := StoreClient{Store: store}
+	key := object.Key{Namespace: "ns", Name: "p"}
+	c := mustNew(t, named("copy"), Options{Operator: "test", Client: client})
+	pod := metaPod(map[string]any{"tier": "gold", "team": "a"}, map[string]any{"note": "x"})
+	if err := c.Handle(ctx, nil, pod); err != nil {
+		t.Fatal(err)
+	}
+	cm, _ := store.Get(cmGVK, key)
+	if l := cm.GetLabels(); l["tier"] != "gold" || l["team"] != "a" {
+		t.Fatalf("labels %v", l)
+	}
+	if got := cm.GetAnnotations()[ManagedMetadataAnnotation]; got != `{"labels":["team","tier"],"annotations":["note"]}` {
+		t.Fatalf("managed-metadata annotation %q", got)
+	}
+	// Someone else labels and annotates the target.
+	cm.SetLabels(map[string]string{"tier": "gold", "team": "a", "extra": "kept"})
+	ann := cm.GetAnnotations()
+	ann["other"] = "kept"
+	cm.SetAnnotations(ann)
+	if _, err := store.Update(cm); err != nil {
+		t.Fatal(err)
+	}
+	// The output drops tier.
+	next := metaPod(map[string]any{"team": "a"}, map[string]any{"note": "x"})
+	if err := c.Handle(ctx, pod, next); err != nil {
+		t.Fatal(err)
+	}
+	cm, _ = store.Get(cmGVK, key)
+	if l := cm.GetLabels(); len(l) != 2 || l["team"] != "a" || l["extra"] != "kept" {
+		t.Fatalf("labels after the output dropped tier: %v", l)
+	}
+	// A restart: a new controller sees the final source, without labels or
+	// annotations, and reconciles what is there.
+	c2 := mustNew(t, named("copy"), Options{Operator: "test", Client: client})
+	final := metaPod(map[string]any{}, map[string]any{})
+	if err := c2.HandleBatch(ctx, []Change{{New: final}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cm, _ = store.Get(cmGVK, key)
+	if l := cm.GetLabels(); len(l) != 1 || l["extra"] != "kept" {
+		t.Errorf("labels after restart: %v", l)
+	}
+	a := cm.GetAnnotations()
+	if _, ok := a["note"]; ok || a["other"] != "kept" || a[opv1a1.OwnerAnnotation] != "test/copy" {
+		t.Errorf("annotations after restart: %v", a)
+	}
+	if _, ok := a[ManagedMetadataAnnotation]; ok {
+		t.Errorf("managed-metadata annotation kept though the output sets no labels or annotations: %v", a)
+	}
+	// What is left equals a fresh run on the final source, plus what others set.
+	fresh := view.NewStore()
+	c3 := mustNew(t, named("copy"), Options{Operator: "test", Client: StoreClient{Store: fresh}})
+	if err := c3.Handle(ctx, nil, metaPod(map[string]any{}, map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := fresh.Get(cmGVK, key)
+	if len(want.GetLabels()) != 0 || len(want.GetAnnotations()) != 1 {
+		t.Errorf("fresh run: labels %v annotations %v", want.GetLabels(), want.GetAnnotations())
+	}
+}
+
+// TestUpdaterOwnerConflict: a second controller whose output names an
+// object another running controller owns leaves it alone, reports it, and
+// does not retry in a loop; once the owner is gone it adopts the object.
+func TestUpdaterOwnerConflict(t *testing.T) {
+	ctx := context.Background()
+	store := view.NewStore()
+	client := &countingClient{StoreClient: StoreClient{Store: store}}
+	key := object.Key{Namespace: "ns", Name: "p"}
+	aLive := true
+	live := func(owner string) bool { return owner != "test/a" || aLive }
+	clock := newClock()
+	a := mustNew(t, named("a"), withLive(clock.opts(client), live))
+	b := mustNew(t, named("b"), withLive(clock.opts(client), live))
+	pod := metaPod(map[string]any{"by": "a"}, map[string]any{})
+	if err := a.Handle(ctx, nil, pod.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	podB := metaPod(map[string]any{"by": "b"}, map[string]any{})
+	writes := client.writes
+	if err := b.Handle(ctx, nil, podB.DeepCopy()); err != nil {
+		t.Fatalf("an owner conflict is not a write error: %v", err)
+	}
+	cm, _ := store.Get(cmGVK, key)
+	if cm.GetAnnotations()[opv1a1.OwnerAnnotation] != "test/a" || cm.GetLabels()["by"] != "a" || client.writes != writes {
+		t.Fatalf("the second controller took the object over: %v (%d writes)", cm.Object, client.writes-writes)
+	}
+	conf := b.Conflicts()
+	if len(conf) != 1 || conf[0].Key != key || conf[0].Owner != "test/a" || b.Pending() != 0 {
+		t.Fatalf("conflicts %v pending %d", conf, b.Pending())
+	}
+	if msg := b.ConflictMessage(); msg != "ConfigMap ns/p is owned by test/a (annotation dcontroller.io/owner); not taking it over while that controller runs" {
+		t.Errorf("message %q", msg)
+	}
+	if !b.Tracks(cm) {
+		t.Error("a conflicting object is not tracked: its owner's changes would not be seen")
+	}
+	// The owner keeps writing; the second controller keeps out.
+	if err := a.Handle(ctx, pod, metaPod(map[string]any{"by": "a", "v": "2"}, map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	writes = client.writes
+	for i := 0; i < 3; i++ {
+		if _, err := b.RestoreTarget(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if client.writes != writes {
+		t.Errorf("%d writes while the owner runs", client.writes-writes)
+	}
+	// The owner stops: its object is adopted.
+	aLive = false
+	if _, err := b.RestoreTarget(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	cm, _ = store.Get(cmGVK, key)
+	if cm.GetAnnotations()[opv1a1.OwnerAnnotation] != "test/b" || cm.GetLabels()["by"] != "b" || len(b.Conflicts()) != 0 {
+		t.Errorf("not adopted: %v, conflicts %v", cm.Object, b.Conflicts())
+	}
+	// Labels the old owner set and the new one does not are not the new
+	// owner's to remove.
+	if cm.GetLabels()["v"] != "2" {
+		t.Errorf("labels after adoption: %v", cm.GetLabels())
+	}
+}
+
+// TestRestoreTarget: changes by others are undone, the controller's own
+// writes are not rewritten, and repeated restores of one object back off.
+func TestRestoreTarget(t *testing.T) {
+	ctx := context.Background()
+	store := view.NewStore()
+	client := &countingClient{StoreClient: StoreClient{Store: store}}
+	key := object.Key{Namespace: "ns", Name: "p"}
+	clock := newClock()
+	c := mustNew(t, named("copy"), clock.opts(client))
+	if err := c.Handle(ctx, nil, metaPod(map[string]any{"tier": "gold"}, map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	cm, _ := store.Get(cmGVK, key)
+	if !c.Tracks(cm) {
+		t.Fatal("the controller does not track its own target")
+	}
+	other := obj(cmGVK, "ns", "other", nil)
+	if c.Tracks(other) {
+		t.Error("an unrelated object is tracked")
+	}
+	// The echo of the controller's own write: nothing to do.
+	writes := client.writes
+	if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || client.writes != writes {
+		t.Fatalf("own write: wait %v err %v writes %d", wait, err, client.writes-writes)
+	}
+	tamper := func() {
+		t.Helper()
+		cur, err := store.Get(cmGVK, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Object["data"] = map[string]any{"image": "tampered"}
+		if _, err := store.Update(cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restored := func() bool {
+		cur, err := store.Get(cmGVK, key)
+		return err == nil && cur.Object["data"].(map[string]any)["image"] == "a" && cur.GetLabels()["tier"] == "gold"
+	}
+	// The first change is undone at once, and so is a deletion.
+	tamper()
+	if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
+		t.Fatalf("first restore: wait %v err %v", wait, err)
+	}
+	clock.advance(2 * RestoreQuiet)
+	if err := store.Delete(cmGVK, key); err != nil {
+		t.Fatal(err)
+	}
+	if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
+		t.Fatalf("restore of a deleted target: wait %v err %v", wait, err)
+	}
+	// Someone keeps changing it: each restore waits twice as long.
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		tamper()
+		writes := client.writes
+		wait, err := c.RestoreTarget(ctx, key)
+		if err != nil || wait != want || client.writes != writes || restored() {
+			t.Fatalf("restore %d: wait %v (want %v), err %v, %d writes", i+2, wait, want, err, client.writes-writes)
+		}
+		clock.advance(wait)
+		if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
+			t.Fatalf("restore %d after the backoff: wait %v err %v", i+2, wait, err)
+		}
+	}
+	ct := c.Contested()
+	if len(ct) != 1 || ct[0].Key != key || ct[0].Restores != 4 || ct[0].NextDelay != 8*time.Second {
+		t.Fatalf("contested %+v", ct)
+	}
+	if msg := c.ContestedMessage(); !strings.HasPrefix(msg, "ConfigMap ns/p keeps being changed by another writer") {
+		t.Errorf("message %q", msg)
+	}
+	// Left alone long enough, it starts over: the next change is undone at once.
+	clock.advance(2 * RestoreQuiet)
+	if ct := c.Contested(); len(ct) != 0 {
+		t.Errorf("still contested after a quiet period: %+v", ct)
+	}
+	tamper()
+	if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
+		t.Fatalf("restore after a quiet period: wait %v err %v", wait, err)
+	}
+}
+
+// TestRestorePatcherTarget: a Patcher restores only its own fields.
+func TestRestorePatcherTarget(t *testing.T) {
+	ctx := context.Background()
+	store := view.NewStore()
+	client := &countingClient{StoreClient: StoreClient{Store: store}}
+	key := object.Key{Namespace: "ns", Name: "p"}
+	c := mustNew(t, patcherSpec, newClock().opts(client))
+	pod := obj(podGVK, "ns", "p", map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "a"}}}})
+	created, err := store.Create(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Handle(ctx, nil, created.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := store.Get(podGVK, key)
+	cur.SetAnnotations(map[string]string{"n": "7", "first": "a", "user": "x"})
+	if _, err := store.Update(cur); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RestoreTarget(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ = store.Get(podGVK, key)
+	if a := cur.GetAnnotations(); a["n"] != "1" || a["user"] != "x" {
+		t.Fatalf("annotations after restore: %v", a)
+	}
+	// A change of a field it does not own: no write.
+	cur.SetLabels(map[string]string{"l": "v"})
+	if _, err := store.Update(cur); err != nil {
+		t.Fatal(err)
+	}
+	writes := client.writes
+	if _, err := c.RestoreTarget(ctx, key); err != nil || client.writes != writes {
+		t.Fatalf("restore after a foreign change: %v, %d writes", err, client.writes-writes)
+	}
+}
