@@ -22,12 +22,40 @@ import (
 // watches that resume from a resourceVersion (see Options.HistoryLimit).
 const DefaultHistoryLimit = 16384
 
+// DefaultHistoryBytes bounds the estimated memory of the objects the watch
+// history keeps (see Options.HistoryBytes): 64 MiB.
+const DefaultHistoryBytes = 64 << 20
+
+// DefaultHistoryAge is how long the watch history keeps a change (see
+// Options.HistoryAge): 5 minutes, the interval at which kube-apiserver
+// compacts etcd by default (--etcd-compaction-interval), so a client can
+// resume a watch here about as long after a disconnection as it can from a
+// Kubernetes API server.
+const DefaultHistoryAge = 5 * time.Minute
+
+// DefaultWatchQueueBytes bounds the estimated memory of the objects queued
+// for one watcher that does not keep up (see Options.WatchQueueBytes):
+// 64 MiB.
+const DefaultWatchQueueBytes = 64 << 20
+
 // Options configure a Store.
 type Options struct {
-	// HistoryLimit bounds the change events kept for Watch to resume from an
-	// older resourceVersion; a watch from a version whose later events were
-	// dropped fails with 410 Gone (Expired). DefaultHistoryLimit when 0.
+	// HistoryLimit, HistoryBytes and HistoryAge bound the change events kept
+	// for Watch to resume from an older resourceVersion: at most
+	// HistoryLimit events, whose objects take at most HistoryBytes bytes
+	// (estimated, see sizeOf), none older than HistoryAge. The oldest events
+	// are dropped first; a watch from a version whose later events were
+	// dropped fails with 410 Gone (Expired), and the client lists again.
+	// Each is its default (DefaultHistoryLimit, DefaultHistoryBytes,
+	// DefaultHistoryAge) when 0 or less.
 	HistoryLimit int
+	HistoryBytes int64
+	HistoryAge   time.Duration
+	// WatchQueueBytes bounds the estimated bytes of the changed objects
+	// queued for one watcher (DefaultWatchQueueBytes when 0 or less); past
+	// it, as past WatchOptions.QueueLimit events, the watch closes and the
+	// client resumes or lists again. WatchOptions.QueueBytes overrides it.
+	WatchQueueBytes int64
 	// ServerMetadata makes the store act like an API server on metadata it
 	// owns: Create sets metadata.uid (a random UUID) and
 	// metadata.creationTimestamp when they are missing, Update keeps them
@@ -37,18 +65,43 @@ type Options struct {
 	ServerMetadata bool
 }
 
+// withDefaults returns o with every unset bound at its default.
+func (o Options) withDefaults() Options {
+	if o.HistoryLimit <= 0 {
+		o.HistoryLimit = DefaultHistoryLimit
+	}
+	if o.HistoryBytes <= 0 {
+		o.HistoryBytes = DefaultHistoryBytes
+	}
+	if o.HistoryAge <= 0 {
+		o.HistoryAge = DefaultHistoryAge
+	}
+	if o.WatchQueueBytes <= 0 {
+		o.WatchQueueBytes = DefaultWatchQueueBytes
+	}
+	return o
+}
+
+// Options returns the options of the store, defaults filled in.
+func (s *Store) Options() Options {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.opts
+}
+
 // SetOptions changes the options of a store in use. Turning ServerMetadata
 // on stamps the objects already stored that lack a uid or creation time,
-// without a new resourceVersion or an event. A smaller HistoryLimit drops the
-// oldest events at the next change.
+// without a new resourceVersion or an event. Tighter history bounds drop
+// the events past them at once; watchers already running keep the queue
+// bound they started with.
 func (s *Store) SetOptions(opts Options) {
-	if opts.HistoryLimit <= 0 {
-		opts.HistoryLimit = DefaultHistoryLimit
-	}
+	opts = opts.withDefaults()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.opts = opts
-	s.history.limit = opts.HistoryLimit
+	s.history.setBounds(opts.HistoryLimit, opts.HistoryBytes, opts.HistoryAge)
+	s.history.trim(time.Now())
+	s.resetExpiry()
 	if !opts.ServerMetadata {
 		return
 	}
@@ -116,10 +169,17 @@ func (o ListOptions) Matches(obj *unstructured.Unstructured) bool {
 	if obj == nil {
 		return false
 	}
+	return o.matches(obj, obj.GetLabels())
+}
+
+// matches reports whether obj would be selected with the labels lbls; the
+// watch history keeps only the labels of an object's previous version, which
+// is all that can differ in the selection of two versions of one object.
+func (o ListOptions) matches(obj *unstructured.Unstructured, lbls map[string]string) bool {
 	if o.Namespace != "" && obj.GetNamespace() != o.Namespace {
 		return false
 	}
-	if o.Labels != nil && !o.Labels.Empty() && !o.Labels.Matches(labels.Set(obj.GetLabels())) {
+	if o.Labels != nil && !o.Labels.Empty() && !o.Labels.Matches(labels.Set(lbls)) {
 		return false
 	}
 	if o.Fields != nil && !o.Fields.Empty() && !o.Fields.Matches(FieldSet(obj)) {

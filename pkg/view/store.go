@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,6 +45,7 @@ type Store struct {
 
 	opts     Options
 	history  history
+	expiry   *time.Timer // drops aged history entries; nil when not armed
 	watchers map[schema.GroupVersionKind]map[*Watcher]struct{}
 }
 

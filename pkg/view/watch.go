@@ -2,6 +2,7 @@ package view
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -25,37 +26,46 @@ const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
 const DefaultWatchQueueLimit = 1 << 16
 
 // historyEntry is one committed change. obj is the new state (the last state
-// for a deletion, with the deletion's resourceVersion); old the state before.
-// Both are never modified after being recorded.
+// for a deletion, with the deletion's resourceVersion), never modified after
+// being recorded; oldLabels the labels of the state before an update, all a
+// watcher needs of it to see the object move in or out of its selection.
+// size is sizeOf(obj), at the time of the change.
 type historyEntry struct {
-	rv  int64
-	typ EventType
-	gvk schema.GroupVersionKind
-	obj *unstructured.Unstructured
-	old *unstructured.Unstructured
+	rv        int64
+	typ       EventType
+	gvk       schema.GroupVersionKind
+	obj       *unstructured.Unstructured
+	oldLabels map[string]string
+	size      int64
+	at        time.Time
 }
 
-// history is a ring buffer of the latest changes.
+// history is a ring buffer of the latest changes, bounded by count, bytes
+// (the sum of the entries' sizes) and age.
 type history struct {
 	limit     int
+	maxBytes  int64
+	maxAge    time.Duration
 	buf       []historyEntry
 	start     int   // index of the oldest entry
 	n         int   // entries in buf
+	bytes     int64 // sum of the entries' sizes
 	compacted int64 // resourceVersion of the newest dropped entry
 }
 
+func (h *history) setBounds(limit int, maxBytes int64, maxAge time.Duration) {
+	h.limit, h.maxBytes, h.maxAge = limit, maxBytes, maxAge
+}
+
+// add appends e and drops the entries past the bounds, oldest first. An
+// entry larger than maxBytes is dropped at once: resuming before it is
+// then answered with 410 Gone.
 func (h *history) add(e historyEntry) {
 	if h.limit <= 0 {
-		h.limit = DefaultHistoryLimit
-	}
-	for h.n > 0 && h.n >= h.limit {
-		h.compacted = h.buf[h.start].rv
-		h.buf[h.start] = historyEntry{}
-		h.start = (h.start + 1) % len(h.buf)
-		h.n--
+		h.setBounds(DefaultHistoryLimit, DefaultHistoryBytes, DefaultHistoryAge)
 	}
 	if h.n == len(h.buf) {
-		grown := make([]historyEntry, min(max(2*len(h.buf), 64), h.limit))
+		grown := make([]historyEntry, min(max(2*len(h.buf), 64), h.limit+1))
 		for i := 0; i < h.n; i++ {
 			grown[i] = h.buf[(h.start+i)%len(h.buf)]
 		}
@@ -63,6 +73,32 @@ func (h *history) add(e historyEntry) {
 	}
 	h.buf[(h.start+h.n)%len(h.buf)] = e
 	h.n++
+	h.bytes += e.size
+	h.trim(e.at)
+}
+
+// trim drops the oldest entries while the history is past a bound or they
+// are older than maxAge at now.
+func (h *history) trim(now time.Time) {
+	for h.n > 0 {
+		e := &h.buf[h.start]
+		if h.n <= h.limit && h.bytes <= h.maxBytes && now.Sub(e.at) <= h.maxAge {
+			return
+		}
+		h.compacted = e.rv
+		h.bytes -= e.size
+		*e = historyEntry{}
+		h.start = (h.start + 1) % len(h.buf)
+		h.n--
+	}
+}
+
+// oldest returns the time of the oldest entry; false when empty.
+func (h *history) oldest() (time.Time, bool) {
+	if h.n == 0 {
+		return time.Time{}, false
+	}
+	return h.buf[h.start].at, true
 }
 
 // since calls f on every entry with a resourceVersion above rv, oldest first.
@@ -75,18 +111,62 @@ func (h *history) since(rv int64, f func(historyEntry)) {
 	}
 }
 
+// scheduleExpiry arms the timer that drops the history's entries as they
+// age past HistoryAge in a store that sees no more changes (a change trims
+// them as well). It fires a 32nd of HistoryAge late at most, so that one
+// firing drops a batch of entries rather than each on its own timer; a
+// Watch trims before it checks the requested version, so the late entries
+// are never served. Called with s.mu held for writing.
+func (s *Store) scheduleExpiry() {
+	if s.expiry != nil {
+		return
+	}
+	at, ok := s.history.oldest()
+	if !ok {
+		return
+	}
+	d := time.Until(at.Add(s.history.maxAge)) + s.history.maxAge/32
+	s.expiry = time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.expiry = nil
+		s.history.trim(time.Now())
+		s.scheduleExpiry()
+	})
+}
+
+// resetExpiry re-arms the expiry timer after the bounds changed. Called
+// with s.mu held for writing.
+func (s *Store) resetExpiry() {
+	if s.expiry != nil {
+		s.expiry.Stop()
+		s.expiry = nil
+	}
+	s.scheduleExpiry()
+}
+
 // record appends a committed change to the history and queues it for the
 // watchers of its kind, in resourceVersion order. Called with s.mu held for
-// writing, after s.rv was incremented for the change.
+// writing, after s.rv was incremented for the change. old is the state
+// before an update (nil otherwise); only its labels are kept.
 func (s *Store) record(typ EventType, gvk schema.GroupVersionKind, obj, old *unstructured.Unstructured) {
 	if typ == Deleted {
-		// As in Kubernetes, a deletion event carries the deletion's version.
-		last := obj.DeepCopy()
+		// As in Kubernetes, a deletion event carries the deletion's version:
+		// a copy of the last state with a new metadata map, sharing the rest
+		// (stored objects are never modified in place).
+		last := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+		if md, ok := obj.Object["metadata"].(map[string]any); ok {
+			last.Object["metadata"] = maps.Clone(md)
+		}
 		last.SetResourceVersion(strconv.FormatInt(s.rv, 10))
 		obj = last
 	}
-	e := historyEntry{rv: s.rv, typ: typ, gvk: gvk, obj: obj, old: old}
+	e := historyEntry{rv: s.rv, typ: typ, gvk: gvk, obj: obj, size: sizeOf(obj.Object), at: time.Now()}
+	if typ == Modified && old != nil {
+		e.oldLabels = old.GetLabels()
+	}
 	s.history.add(e)
+	s.scheduleExpiry()
 	for w := range s.watchers[gvk] {
 		w.push(e)
 	}
@@ -123,6 +203,12 @@ type WatchOptions struct {
 	// QueueLimit bounds the events queued for a slow consumer
 	// (DefaultWatchQueueLimit when 0); past it the watch closes.
 	QueueLimit int
+	// QueueBytes bounds the estimated bytes of the changed objects queued
+	// for a slow consumer, counted from the change until the event is
+	// handed over (the store's Options.WatchQueueBytes when 0). A change
+	// that would take a non-empty queue past it closes the watch. The
+	// initial ADDED events are the live objects and are not counted.
+	QueueBytes int64
 }
 
 // Watcher delivers the changes of one kind. Stop it when done.
@@ -132,13 +218,21 @@ type Watcher struct {
 	opts  WatchOptions
 
 	mu       sync.Mutex
-	queue    []WatchEvent
+	queue    []queuedEvent
+	bytes    int64 // sum of the sizes of the events queued or in delivery
 	overflow bool
 	signal   chan struct{}
 
 	out      chan WatchEvent
 	done     chan struct{}
 	stopOnce sync.Once
+}
+
+// queuedEvent is an event waiting for delivery and the size it counts
+// against WatchOptions.QueueBytes.
+type queuedEvent struct {
+	ev   WatchEvent
+	size int64
 }
 
 // Watch starts a watch of a kind. Errors: 410 Gone (Expired) when
@@ -168,6 +262,10 @@ func (s *Store) Watch(gvk schema.GroupVersionKind, opts WatchOptions) (*Watcher,
 		s.mu.Unlock()
 		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too large resource version: %d, current: %d (the store was probably restarted; list again)", from, s.rv))
 	}
+	s.history.trim(time.Now())
+	if w.opts.QueueBytes <= 0 {
+		w.opts.QueueBytes = s.opts.WatchQueueBytes
+	}
 	if from > 0 && from < s.history.compacted {
 		s.mu.Unlock()
 		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, s.history.compacted))
@@ -181,10 +279,10 @@ func (s *Store) Watch(gvk schema.GroupVersionKind, opts WatchOptions) (*Watcher,
 		}
 		sortObjects(objs)
 		for _, obj := range objs {
-			w.queue = append(w.queue, WatchEvent{Type: Added, Object: obj})
+			w.queue = append(w.queue, queuedEvent{ev: WatchEvent{Type: Added, Object: obj}})
 		}
 		if opts.InitialEventsBookmark {
-			w.queue = append(w.queue, WatchEvent{Type: Bookmark, Object: w.bookmark(s.rv, true)})
+			w.queue = append(w.queue, queuedEvent{ev: WatchEvent{Type: Bookmark, Object: w.bookmark(s.rv, true)}})
 		}
 	}
 	if from > 0 && !initial {
@@ -241,13 +339,9 @@ func (w *Watcher) bookmark(rv int64, initialEnd bool) *unstructured.Unstructured
 // that moves an object into the selection is ADDED, out of it DELETED.
 func (w *Watcher) translate(e historyEntry) (WatchEvent, bool) {
 	now := w.opts.Matches(e.obj)
-	switch e.typ {
-	case Added:
-		return WatchEvent{Type: Added, Object: e.obj}, now
-	case Deleted:
-		return WatchEvent{Type: Deleted, Object: e.obj}, now
-	default:
-		before := w.opts.Matches(e.old)
+	if e.typ == Modified {
+		// Two versions of an object differ in the selection only by labels.
+		before := w.opts.matches(e.obj, e.oldLabels)
 		switch {
 		case now && before:
 			return WatchEvent{Type: Modified, Object: e.obj}, true
@@ -257,6 +351,12 @@ func (w *Watcher) translate(e historyEntry) (WatchEvent, bool) {
 			return WatchEvent{Type: Deleted, Object: e.obj}, true
 		}
 		return WatchEvent{}, false
+	}
+	switch e.typ {
+	case Added:
+		return WatchEvent{Type: Added, Object: e.obj}, now
+	default:
+		return WatchEvent{Type: Deleted, Object: e.obj}, now
 	}
 }
 
@@ -268,10 +368,11 @@ func (w *Watcher) push(e historyEntry) {
 	}
 	w.mu.Lock()
 	if !w.overflow {
-		if len(w.queue) >= w.opts.QueueLimit {
-			w.overflow, w.queue = true, nil
+		if len(w.queue) >= w.opts.QueueLimit || (w.bytes > 0 && w.bytes+e.size > w.opts.QueueBytes) {
+			w.overflow, w.queue, w.bytes = true, nil, 0
 		} else {
-			w.queue = append(w.queue, ev)
+			w.queue = append(w.queue, queuedEvent{ev: ev, size: e.size})
+			w.bytes += e.size
 		}
 	}
 	w.mu.Unlock()
@@ -285,7 +386,8 @@ func (w *Watcher) push(e historyEntry) {
 // lock and the watcher is not yet running.
 func (w *Watcher) pushLocked(e historyEntry) {
 	if ev, ok := w.translate(e); ok {
-		w.queue = append(w.queue, ev)
+		w.queue = append(w.queue, queuedEvent{ev: ev, size: e.size})
+		w.bytes += e.size
 	}
 }
 
@@ -317,13 +419,19 @@ func (w *Watcher) run() {
 				batch := w.queue
 				w.queue = nil
 				w.mu.Unlock()
-				for _, ev := range batch {
+				for i := range batch {
 					select {
-					case w.out <- ev:
+					case w.out <- batch[i].ev:
 						sentSince = true
 					case <-w.done:
 						return
 					}
+					if size := batch[i].size; size > 0 {
+						w.mu.Lock()
+						w.bytes -= size
+						w.mu.Unlock()
+					}
+					batch[i] = queuedEvent{} // delivered: not pinned by the batch
 				}
 			}
 		case <-tick:
