@@ -94,7 +94,7 @@ func runServer(srv *apiserver.Server) func(context.Context) error {
 // included, lives in the runtime's in-memory store, and the API server
 // serves the views and the native kinds the operators use, so kubectl can
 // create their inputs and watch their outputs.
-func runStandalone(ctx context.Context, af *apiServerFlags, ops []*opv1a1.Operator) error {
+func runStandalone(ctx context.Context, af *apiServerFlags, ops []*opv1a1.Operator, limits limitFlags) error {
 	log := ctrl.Log.WithName("dctl")
 	names := map[string]bool{}
 	for _, op := range ops {
@@ -103,7 +103,8 @@ func runStandalone(ctx context.Context, af *apiServerFlags, ops []*opv1a1.Operat
 		}
 		names[op.Name] = true
 	}
-	rt := operator.NewRuntime(operator.RuntimeOptions{Logger: log.WithName("runtime")})
+	rt := operator.NewRuntime(operator.RuntimeOptions{Logger: log.WithName("runtime"),
+		MaxDeltaEntries: limits.maxDeltaEntries, MaxObjectBytes: limits.maxObjectBytes})
 	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.RunningOperators(rt, ops), true), true, log)
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ type evalOptions struct {
 	inputFiles    []string
 	output        string
 	trace         bool
+	limits        limitFlags
 }
 
 func newEvalCommand() *cobra.Command {
@@ -52,6 +53,7 @@ the controllers ran but reported errors (printed to stderr).`,
 	cmd.Flags().StringArrayVarP(&o.inputFiles, "input", "i", nil, "input file (YAML stream of objects, applied in order); repeatable")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
 	cmd.Flags().BoolVar(&o.trace, "trace", false, "print each delta through each pipeline stage to stderr")
+	o.limits.register(cmd)
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -84,7 +86,8 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 		}
 		inputs = append(inputs, objs...)
 	}
-	opts := operator.OfflineOptions{Versions: map[string]string{}}
+	opts := operator.OfflineOptions{Versions: map[string]string{},
+		MaxDeltaEntries: o.limits.maxDeltaEntries, MaxObjectBytes: o.limits.maxObjectBytes}
 	for _, obj := range inputs {
 		gvk := obj.GroupVersionKind()
 		opts.Versions[gvk.Group+"/"+gvk.Kind] = gvk.Version

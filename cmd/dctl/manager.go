@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
@@ -27,6 +28,24 @@ type managerFlags struct {
 	logJSON          bool
 	qps              float32
 	burst            int
+	limits           limitFlags
+}
+
+// limitFlags are the bounds of what one change may cost (dctl start, run
+// and eval).
+type limitFlags struct {
+	maxDeltaEntries int
+	maxObjectBytes  int
+}
+
+func (l *limitFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.IntVar(&l.maxDeltaEntries, "max-delta-entries", controller.DefaultMaxDeltaEntries,
+		"the most entries one pipeline stage may emit for one source change, for operators without spec.limits.maxDeltaEntries; "+
+			"a change over it is refused and reported in the operator's status (negative: no bound)")
+	fs.IntVar(&l.maxObjectBytes, "max-object-bytes", controller.DefaultMaxObjectBytes,
+		"the largest target object, in bytes of JSON, that a controller sends to the API server (1.5 MiB is etcd's default request limit); "+
+			"a larger one is not sent and its write fails (negative: no bound)")
 }
 
 // Client-side rate limits of the manager's requests to the API server
@@ -48,6 +67,7 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
 	fs.Float32Var(&f.qps, "kube-api-qps", defaultKubeAPIQPS, "requests per second the manager may send to the Kubernetes API server (sustained)")
 	fs.IntVar(&f.burst, "kube-api-burst", defaultKubeAPIBurst, "requests the manager may send to the Kubernetes API server in a burst")
+	f.limits.register(cmd)
 }
 
 func (f *managerFlags) logger(w io.Writer) logr.Logger {
@@ -89,6 +109,8 @@ func (f *managerFlags) newManager(log logr.Logger) (ctrl.Manager, *operator.Runt
 		LeaderElect:             f.leaderElect,
 		LeaderElectionNamespace: f.leaderElectionNS,
 		Logger:                  log,
+		MaxDeltaEntries:         f.limits.maxDeltaEntries,
+		MaxObjectBytes:          f.limits.maxObjectBytes,
 	})
 }
 

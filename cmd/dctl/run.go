@@ -54,7 +54,7 @@ not validated.`,
 			ctx, stop := signal.NotifyContext(contextOf(cmd), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			if standalone {
-				return runStandalone(ctx, af, ops)
+				return runStandalone(ctx, af, ops, f.limits)
 			}
 			return runRun(ctx, f, af, ops)
 		},

@@ -19,11 +19,10 @@ import (
 
 // DefaultMaxDeltaEntries is the default bound of the entries one pipeline
 // stage may emit for one source change (Options.MaxDeltaEntries). It is
-// above the object counts of the Kubernetes scalability thresholds for one
-// kind in one namespace or behind one Service, so a change that fans out
-// to every object of a large kind passes, while the few hundred MB that
-// 10⁵ fresh documents may take bound what one change can cost the manager
-// that runs every operator.
+// far above what one change touches in ordinary controllers (the
+// containers of one Pod, the Pods behind one Service, the objects of one
+// namespace), while the few hundred MB that 10⁵ fresh documents may take
+// bound what one change can cost the manager that runs every operator.
 const DefaultMaxDeltaEntries = 100000
 
 // DefaultMaxObjectBytes is the default bound of the JSON encoding of one

@@ -29,6 +29,9 @@ type ManagerOptions struct {
 	LeaderElectionNamespace string
 	// Logger receives structured logs.
 	Logger logr.Logger
+	// MaxDeltaEntries and MaxObjectBytes are as in RuntimeOptions.
+	MaxDeltaEntries int
+	MaxObjectBytes  int
 }
 
 // NewScheme returns a scheme with the Kubernetes built-in types, the
@@ -85,10 +88,12 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 		}
 	}
 	rt := NewRuntime(RuntimeOptions{
-		Cache:      mgr.GetCache(),
-		Client:     mgr.GetClient(),
-		RESTMapper: mgr.GetRESTMapper(),
-		Logger:     opts.Logger.WithName("runtime"),
+		Cache:           mgr.GetCache(),
+		Client:          mgr.GetClient(),
+		RESTMapper:      mgr.GetRESTMapper(),
+		Logger:          opts.Logger.WithName("runtime"),
+		MaxDeltaEntries: opts.MaxDeltaEntries,
+		MaxObjectBytes:  opts.MaxObjectBytes,
 	})
 	return mgr, rt, nil
 }

@@ -34,6 +34,9 @@ type OfflineOptions struct {
 	MaxEvents int
 	// Logger receives structured logs.
 	Logger logr.Logger
+	// MaxDeltaEntries and MaxObjectBytes are as in RuntimeOptions.
+	MaxDeltaEntries int
+	MaxObjectBytes  int
 }
 
 // KnownVersions are the preferred versions of common Kubernetes kinds' groups,
@@ -91,11 +94,13 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 			ctrlNames[spec.Name] = true
 			opName := op.Name
 			copts := controller.Options{
-				Operator:       op.Name,
-				Index:          i,
-				Client:         controller.StoreClient{Store: o.Store},
-				ResolveVersion: o.resolveVersion,
-				Logger:         opts.Logger,
+				Operator:        op.Name,
+				Index:           i,
+				Client:          controller.StoreClient{Store: o.Store},
+				ResolveVersion:  o.resolveVersion,
+				Logger:          opts.Logger,
+				MaxDeltaEntries: maxDeltaEntries(op, opts.MaxDeltaEntries),
+				MaxObjectBytes:  opts.MaxObjectBytes,
 			}
 			if opts.Trace != nil {
 				copts.Trace = func(ctrl, stage string, d *dbsp.ZSet) { opts.Trace(opName, ctrl, stage, d) }

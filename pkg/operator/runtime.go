@@ -65,6 +65,13 @@ type RuntimeOptions struct {
 	Views *view.Store
 	// Logger receives structured logs.
 	Logger logr.Logger
+	// MaxDeltaEntries is the default bound of the entries one pipeline
+	// stage may emit for one change, for operators without
+	// spec.limits.maxDeltaEntries (see controller.Options).
+	MaxDeltaEntries int
+	// MaxObjectBytes bounds the encoded size of a target object (see
+	// controller.Options).
+	MaxObjectBytes int
 }
 
 // Runtime runs operators against a cluster. Starting, updating and deleting
@@ -105,6 +112,8 @@ type running struct {
 	reasons    map[string]string // controller name -> condition reason of invalid
 	order      []string          // controller names in spec order
 	since      map[string]metav1.Time
+	// maxDeltaEntries is the operator's bound of a stage's entries per change.
+	maxDeltaEntries int
 }
 
 type itemKey struct {
@@ -206,7 +215,8 @@ func (r *Runtime) resolveVersion(group, kind string) (string, error) {
 func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 	ctx, cancel := context.WithCancel(parent)
 	run := &running{name: op.Name, generation: op.Generation, cancel: cancel,
-		invalid: map[string]error{}, reasons: map[string]string{}, since: map[string]metav1.Time{}}
+		invalid: map[string]error{}, reasons: map[string]string{}, since: map[string]metav1.Time{},
+		maxDeltaEntries: maxDeltaEntries(op, r.opts.MaxDeltaEntries)}
 	log := r.opts.Logger.WithValues("operator", op.Name)
 	seen := map[string]bool{}
 	for i, spec := range op.Spec.Controllers {
@@ -287,9 +297,11 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 	client := routerClient{views: controller.StoreClient{Store: r.views}, kube: r.kube}
 	c, err := controller.New(spec, controller.Options{
 		Operator: opName, Index: i, Client: client,
-		ResolveVersion: r.resolveVersion,
-		Logger:         log,
-		Concurrency:    WriteConcurrency,
+		ResolveVersion:  r.resolveVersion,
+		Logger:          log,
+		Concurrency:     WriteConcurrency,
+		MaxDeltaEntries: run.maxDeltaEntries,
+		MaxObjectBytes:  r.opts.MaxObjectBytes,
 	})
 	if err != nil {
 		var de *discoveryError
