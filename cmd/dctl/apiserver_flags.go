@@ -25,6 +25,8 @@ type apiServerFlags struct {
 	certFile string
 	keyFile  string
 	disable  bool
+	// acceptHosts extend apiserver.DefaultAcceptHosts.
+	acceptHosts []string
 }
 
 func (f *apiServerFlags) register(cmd *cobra.Command, defaultAddr string) {
@@ -35,11 +37,18 @@ func (f *apiServerFlags) register(cmd *cobra.Command, defaultAddr string) {
 	fs.StringVar(&f.certFile, "tls-cert-file", "", "PEM certificate the API server serves in production mode (see dctl generate-keys)")
 	fs.StringVar(&f.keyFile, "tls-key-file", "", "PEM private key of --tls-cert-file; it also verifies the bearer tokens")
 	fs.BoolVar(&f.disable, "disable-api-server", false, "do not run the view API server")
+	fs.StringSliceVar(&f.acceptHosts, "api-server-accept-hosts", nil,
+		`host names the API server accepts in the Host header and in browsers' Origin header besides localhost, 127.0.0.1 and ::1; `+
+			`comma-separated RE2 regular expressions, each matching a whole host name without the port (e.g. 'dcontroller\.example\.com,.*\.internal'; '.*' accepts any). `+
+			`Checked in development mode, and in production mode when --api-server-addr is a loopback address or this flag is set; other requests get 403 (DNS rebinding protection)`)
 }
 
 // newServer builds the API server for a store, or returns nil when it is
 // disabled. Invalid flag combinations are usage errors.
-func (f *apiServerFlags) newServer(store *view.Store, kinds func() []schema.GroupVersionKind, native bool, log logr.Logger) (*apiserver.Server, error) {
+// kinds are the kinds to serve, expected those that must be in discovery
+// before the server is ready.
+func (f *apiServerFlags) newServer(store *view.Store, kinds func() []schema.GroupVersionKind,
+	expected func(context.Context) ([]schema.GroupVersionKind, error), native bool, log logr.Logger) (*apiserver.Server, error) {
 	if f.disable {
 		return nil, nil
 	}
@@ -54,7 +63,8 @@ func (f *apiServerFlags) newServer(store *view.Store, kinds func() []schema.Grou
 		}
 		if host, _, err := net.SplitHostPort(f.addr); err == nil {
 			if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-				log.Info("WARNING: the development-mode API server accepts unauthenticated requests on a non-loopback address", "address", f.addr)
+				log.Info("WARNING: the development-mode API server accepts unauthenticated requests on a non-loopback address; "+
+					"clients must also use a host name that --api-server-accept-hosts accepts", "address", f.addr)
 			}
 		}
 	case apiserver.Production:
@@ -74,6 +84,8 @@ func (f *apiServerFlags) newServer(store *view.Store, kinds func() []schema.Grou
 		KeyFile:          f.keyFile,
 		Store:            store,
 		Kinds:            kinds,
+		ExpectedKinds:    expected,
+		AcceptHosts:      f.acceptHosts,
 		ServeNativeKinds: native,
 		Logger:           log.WithName("apiserver"),
 	})
@@ -105,7 +117,8 @@ func runStandalone(ctx context.Context, af *apiServerFlags, ops []*opv1a1.Operat
 	}
 	rt := operator.NewRuntime(operator.RuntimeOptions{Logger: log.WithName("runtime"),
 		MaxDeltaEntries: limits.maxDeltaEntries, MaxObjectBytes: limits.maxObjectBytes})
-	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.RunningOperators(rt, ops), true), true, log)
+	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.RunningOperators(rt, ops), true),
+		apiserver.ExpectedKindsOf(apiserver.StaticOperators(ops), true), true, log)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ not validated.`,
 			ctx, stop := signal.NotifyContext(contextOf(cmd), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			if standalone {
-				return runStandalone(ctx, af, ops, f.limits)
+				return withMetrics(ctx, f.metricsAddr, func(ctx context.Context) error { return runStandalone(ctx, af, ops, f.limits) })
 			}
 			return runRun(ctx, f, af, ops)
 		},
@@ -81,7 +81,8 @@ func runRun(ctx context.Context, f *managerFlags, af *apiServerFlags, ops []*opv
 		}
 		names[op.Name] = true
 	}
-	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.RunningOperators(rt, ops), false), false, log)
+	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.RunningOperators(rt, ops), false),
+		apiserver.ExpectedKindsOf(apiserver.StaticOperators(ops), false), false, log)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,7 +74,8 @@ func runStart(ctx context.Context, f *managerFlags, af *apiServerFlags) error {
 	} else {
 		log.Info("CompositeController/DecoratorController support is off: their CRDs (metacontroller.k8s.io) are not installed; install them with `kubectl apply -k config/crd` and restart")
 	}
-	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), rt), false), false, log)
+	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), rt), false),
+		apiserver.ExpectedKindsOf(apiserver.AllClusterOperators(mgr.GetClient(), 5*time.Second), false), false, log)
 	if err != nil {
 		return err
 	}

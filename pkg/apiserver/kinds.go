@@ -2,11 +2,15 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
@@ -16,12 +20,13 @@ import (
 // version v1alpha1. Native kinds are included only with native (standalone
 // mode); their version, when the spec omits it, is taken from
 // operator.KnownVersions, and kinds whose version cannot be told are left
-// out.
+// out, and so are kinds that are not valid kind names (object.ValidateKind),
+// whose controllers do not run.
 func OperatorKinds(ops []*opv1a1.Operator, native bool) []schema.GroupVersionKind {
 	seen := map[schema.GroupVersionKind]bool{}
 	var out []schema.GroupVersionKind
 	add := func(op string, r opv1a1.Resource) {
-		if r.Kind == "" {
+		if r.Kind == "" || len(object.ValidateKind(r.Kind, field.NewPath("kind"))) > 0 {
 			return
 		}
 		gvk := schema.GroupVersionKind{Kind: r.Kind}
@@ -62,6 +67,46 @@ func OperatorKinds(ops []*opv1a1.Operator, native bool) []schema.GroupVersionKin
 // operators list returns (see OperatorKinds).
 func KindsOf(list func() []*opv1a1.Operator, native bool) func() []schema.GroupVersionKind {
 	return func() []schema.GroupVersionKind { return OperatorKinds(list(), native) }
+}
+
+// ExpectedKindsOf returns an Options.ExpectedKinds function: the kinds of
+// the operators list returns (see OperatorKinds), which list may fail while
+// the operators are not known yet.
+func ExpectedKindsOf(list func(context.Context) ([]*opv1a1.Operator, error), native bool) func(context.Context) ([]schema.GroupVersionKind, error) {
+	return func(ctx context.Context) ([]schema.GroupVersionKind, error) {
+		ops, err := list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return OperatorKinds(ops, native), nil
+	}
+}
+
+// StaticOperators returns ops, for ExpectedKindsOf (dctl run loads its
+// operators from files at start).
+func StaticOperators(ops []*opv1a1.Operator) func(context.Context) ([]*opv1a1.Operator, error) {
+	return func(context.Context) ([]*opv1a1.Operator, error) { return ops, nil }
+}
+
+// AllClusterOperators returns every Operator object of a cluster that is
+// not being deleted, read through r (the manager's cached client: it fails
+// until the cache is started and waits at most timeout for it to sync).
+func AllClusterOperators(r client.Reader, timeout time.Duration) func(context.Context) ([]*opv1a1.Operator, error) {
+	return func(ctx context.Context) ([]*opv1a1.Operator, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		var l opv1a1.OperatorList
+		if err := r.List(ctx, &l); err != nil {
+			return nil, fmt.Errorf("listing Operators: %w", err)
+		}
+		var ops []*opv1a1.Operator
+		for i := range l.Items {
+			if l.Items[i].DeletionTimestamp.IsZero() {
+				ops = append(ops, &l.Items[i])
+			}
+		}
+		return ops, nil
+	}
 }
 
 // RunningOperators returns the operators of ops that rt runs.

@@ -6,9 +6,11 @@ import (
 
 	"github.com/gobuffalo/flect"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/object"
 )
 
 // ResourceName returns the resource (URL path segment) a kind is served as:
@@ -105,7 +107,7 @@ func newResourceSet(kinds []schema.GroupVersionKind) (*resourceSet, []string) {
 	var conflicts []string
 	sort.Slice(kinds, func(i, j int) bool { return kinds[i].String() < kinds[j].String() })
 	for _, gvk := range kinds {
-		if gvk.Kind == "" || gvk.Version == "" || set.byGVK[gvk] != nil {
+		if gvk.Version == "" || set.byGVK[gvk] != nil || len(object.ValidateKind(gvk.Kind, field.NewPath("kind"))) > 0 {
 			continue
 		}
 		r := newResource(gvk)

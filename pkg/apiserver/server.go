@@ -28,7 +28,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/request/anonymous"
+	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -39,6 +42,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/kube-openapi/pkg/handler"
@@ -96,6 +100,19 @@ type Options struct {
 	// object of them, such as the views of the running operators. It is
 	// called on every discovery refresh and must be cheap.
 	Kinds func() []schema.GroupVersionKind
+	// ExpectedKinds, when set, lists the kinds that must be served before
+	// the server reports ready: the readiness check "views-served" of
+	// /readyz fails until every listed kind (that the server serves at all)
+	// is in discovery. An error means the list is not known yet (e.g. the
+	// operators are not loaded) and also fails the check. Kinds that cannot
+	// be served (a resource name conflict) are skipped.
+	ExpectedKinds func(context.Context) ([]schema.GroupVersionKind, error)
+	// AcceptHosts are host-name patterns accepted in the Host header and
+	// in the Origin header of browser requests besides DefaultAcceptHosts
+	// (see hostFilter for the syntax). Hosts are checked in Development
+	// mode, and in Production mode when the server listens on a loopback
+	// address or AcceptHosts is set; other requests get 403 Forbidden.
+	AcceptHosts []string
 	// ServeNativeKinds serves every kind in Store, not only views
 	// (<operator>.view.dcontroller.io): the standalone mode, where native
 	// kinds also live in the store.
@@ -132,7 +149,11 @@ type Server struct {
 	equivalent runtime.EquivalentResourceRegistry
 
 	resources atomic.Pointer[resourceSet]
-	serving   sync.Map // schema.GroupVersionKind -> *served
+	// published is the resource set last put into discovery, and
+	// unservable the kinds the last sync could not serve.
+	published  atomic.Pointer[resourceSet]
+	unservable atomic.Pointer[map[schema.GroupVersionKind]bool]
+	serving    sync.Map // schema.GroupVersionKind -> *served
 
 	syncMu    sync.Mutex
 	syncCh    chan struct{}
@@ -197,6 +218,16 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	s.listener = ln
+	if opts.Mode == Development || isLoopback(ln.Addr()) || len(opts.AcceptHosts) > 0 {
+		hosts, err := newHostFilter(append(append([]string{}, DefaultAcceptHosts...), opts.AcceptHosts...))
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("apiserver: %w", err)
+		}
+		cfg.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
+			return hosts.wrap(genericapiserver.DefaultBuildHandlerChain(h, c))
+		}
+	}
 	cfg.ExternalAddress = ln.Addr().String()
 	if opts.Mode == Production {
 		certPEM, err := os.ReadFile(opts.CertFile)
@@ -223,6 +254,10 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
 	s.generic = generic
+	if err := generic.AddReadyzChecks(healthz.NamedCheck("views-served", s.viewsServed)); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
 	mux := generic.Handler.NonGoRestfulMux
 	mux.HandlePrefix("/apis/", s)
 	legacy := discovery.NewLegacyRootAPIHandler(discovery.DefaultAddresses{DefaultAddress: cfg.ExternalAddress}, metaCodecs, "/api")
@@ -269,6 +304,15 @@ func (s *Server) security() (authenticator.Request, authorizer.Authorizer, error
 			}
 			authn = auth.NewAuthenticator(auth.PublicKeyOf(key), s.opts.TokenOptions)
 		}
+		// Health, readiness and the version are public, as kube-apiserver
+		// serves them to anyone (its system:public-info-viewer role): a
+		// request without a token to exactly these paths runs as
+		// system:anonymous; a bad token is still refused.
+		var public []apiserverconfig.AnonymousAuthCondition
+		for _, p := range PublicPaths {
+			public = append(public, apiserverconfig.AnonymousAuthCondition{Path: p})
+		}
+		authn = union.NewFailOnError(authn, anonymous.NewAuthenticator(public))
 		if authz == nil {
 			authz = auth.NewAuthorizer()
 		}
@@ -276,6 +320,40 @@ func (s *Server) security() (authenticator.Request, authorizer.Authorizer, error
 		return nil, nil, fmt.Errorf("apiserver: unknown mode %q (want %q or %q)", s.opts.Mode, Development, Production)
 	}
 	return authn, authz, nil
+}
+
+// PublicPaths are the paths served without authentication in production
+// mode (only GET and HEAD), as kube-apiserver serves them anonymously.
+var PublicPaths = []string{"/healthz", "/livez", "/readyz", "/version", "/version/"}
+
+// viewsServed is the readiness check "views-served": every kind of
+// Options.ExpectedKinds that the server serves is in discovery.
+func (s *Server) viewsServed(req *http.Request) error {
+	if s.opts.ExpectedKinds == nil {
+		return nil
+	}
+	kinds, err := s.opts.ExpectedKinds(req.Context())
+	if err != nil {
+		return fmt.Errorf("the served kinds are not known yet: %w", err)
+	}
+	published := s.published.Load()
+	var unservable map[schema.GroupVersionKind]bool
+	if p := s.unservable.Load(); p != nil {
+		unservable = *p
+	}
+	var missing []string
+	for _, gvk := range kinds {
+		if !s.wanted(gvk) || unservable[gvk] || (published != nil && published.byGVK[gvk] != nil) {
+			continue
+		}
+		missing = append(missing, gvk.Kind+"."+gvk.Group)
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		s.requestSync()
+		return fmt.Errorf("not yet in discovery: %s", strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // Addr returns the address the server listens on.
@@ -389,6 +467,12 @@ func (s *Server) sync() {
 	for _, c := range conflicts {
 		s.log.Error(errors.New("resource name conflict"), "kind not served", "conflict", c)
 	}
+	unservable := map[schema.GroupVersionKind]bool{}
+	for _, gvk := range kinds {
+		if next.byGVK[gvk] == nil {
+			unservable[gvk] = true
+		}
+	}
 	var failed bool
 	for gvk, r := range next.byGVK {
 		if _, ok := s.serving.Load(gvk); ok {
@@ -398,6 +482,7 @@ func (s *Server) sync() {
 		if err != nil {
 			s.log.Error(err, "cannot serve kind", "kind", gvk.String())
 			kinds = slices.DeleteFunc(kinds, func(k schema.GroupVersionKind) bool { return k == gvk })
+			unservable[gvk] = true
 			failed = true
 			continue
 		}
@@ -417,6 +502,8 @@ func (s *Server) sync() {
 	s.publishOpenAPI(next)
 	s.resources.Store(next)
 	s.publishDiscovery(prev, next)
+	s.published.Store(next)
+	s.unservable.Store(&unservable)
 	var names []string
 	for gvr := range next.byGVR {
 		names = append(names, gvr.GroupResource().String())

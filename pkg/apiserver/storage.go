@@ -9,14 +9,11 @@ import (
 
 	"github.com/google/uuid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/api/validation/path"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -217,9 +214,8 @@ func (a *watchAdapter) Stop()                          { a.once.Do(func() { clos
 func (a *watchAdapter) ResultChan() <-chan watch.Event { return a.out }
 
 // prepare checks and completes an object about to be written: the kind must
-// be the served one, the namespace the request's, and metadata valid
-// (names are path segments; labels and annotations follow the Kubernetes
-// syntax rules of k8s.io/apimachinery/pkg/api/validation).
+// be the served one and the namespace the request's (validate then checks
+// the metadata).
 func (s *storage) prepare(ctx context.Context, obj runtime.Object) (*unstructured.Unstructured, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -237,9 +233,10 @@ func (s *storage) prepare(ctx context.Context, obj runtime.Object) (*unstructure
 	return u, nil
 }
 
+// validate checks metadata as kube-apiserver checks a custom resource's
+// (object.ValidateMetadata): 422 Invalid with the field paths.
 func (s *storage) validate(u *unstructured.Unstructured) error {
-	errs := validation.ValidateObjectMetaAccessor(u, s.res.namespaced, path.ValidatePathSegmentName, field.NewPath("metadata"))
-	if len(errs) > 0 {
+	if errs := object.MetadataErrors(u, s.res.namespaced); len(errs) > 0 {
 		return apierrors.NewInvalid(s.res.gvk.GroupKind(), u.GetName(), errs)
 	}
 	return nil

@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/view"
@@ -52,31 +49,11 @@ func (c StoreClient) List(_ context.Context, gvk schema.GroupVersionKind) ([]*un
 }
 
 func (c StoreClient) Create(_ context.Context, obj *unstructured.Unstructured) error {
-	if err := ValidateName(obj); err != nil {
+	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
 		return err
 	}
 	_, err := c.Store.Create(obj)
 	return err
-}
-
-// ValidateName checks metadata.name (a DNS subdomain: at most 253 lowercase
-// alphanumerics, '-' and '.') and metadata.namespace (a DNS label), as the
-// API server does for every kind; the error is an Invalid API error.
-func ValidateName(obj *unstructured.Unstructured) error {
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Subdomain(obj.GetName()) {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), obj.GetName(), msg))
-	}
-	if ns := obj.GetNamespace(); ns != "" {
-		for _, msg := range validation.IsDNS1123Label(ns) {
-			errs = append(errs, field.Invalid(field.NewPath("metadata", "namespace"), ns, msg))
-		}
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	gvk := obj.GroupVersionKind()
-	return apierrors.NewInvalid(gvk.GroupKind(), obj.GetName(), errs)
 }
 
 func (c StoreClient) Update(_ context.Context, obj *unstructured.Unstructured) error {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
@@ -260,6 +261,9 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 func (c *Controller) resolve(r opv1a1.Resource, path string) (schema.GroupVersionKind, error) {
 	if r.Kind == "" {
 		return schema.GroupVersionKind{}, fmt.Errorf("%s.kind: must not be empty", path)
+	}
+	if errs := object.ValidateKind(r.Kind, field.NewPath("kind")); len(errs) > 0 {
+		return schema.GroupVersionKind{}, fmt.Errorf("%s.%s", path, errs[0].Error())
 	}
 	if r.APIGroup == nil {
 		if c.opts.Operator == "" {

@@ -153,7 +153,7 @@ func (o *Offline) Start(ctx context.Context) error {
 // error when it does not exist), so an input file can express a deletion.
 func (o *Offline) Apply(ctx context.Context, obj *unstructured.Unstructured) error {
 	key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	if err := controller.ValidateName(obj); err != nil {
+	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
 		return err
 	}
 	if obj.GetDeletionTimestamp() != nil {
