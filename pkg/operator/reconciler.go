@@ -35,7 +35,9 @@ type Reconciler struct {
 	Logger  logr.Logger
 	// Recorder, when set, receives Kubernetes Events on the Operator: Started
 	// when it (re)starts, InvalidController for a controller that cannot run,
-	// ControllerError for each new controller error.
+	// ControllerError for each new controller error, OwnerConflict and
+	// TargetContested when a controller's Ready condition turns to that
+	// reason or names another object.
 	Recorder events.EventRecorder
 	// ctx is the manager's context; operators live as long as it does.
 	ctx context.Context
@@ -134,6 +136,13 @@ func (r *Reconciler) updateStatus(ctx context.Context, op *opv1a1.Operator) erro
 	}
 	if r.Recorder != nil {
 		for _, cs := range st.Controllers {
+			// An owner conflict or a contested target is announced once,
+			// when it appears or names another object.
+			if c := meta.FindStatusCondition(cs.Conditions, "Ready"); c != nil && (c.Reason == ReasonOwnerConflict || c.Reason == ReasonTargetContested) {
+				if prev := meta.FindStatusCondition(old[cs.Name].Conditions, "Ready"); prev == nil || prev.Reason != c.Reason || prev.Message != c.Message {
+					r.Recorder.Eventf(op, nil, corev1.EventTypeWarning, c.Reason, "Reconcile", "%s", eventnote.Note("controller %s: %s", cs.Name, c.Message))
+				}
+			}
 			seen := map[string]bool{}
 			for _, e := range old[cs.Name].LastErrors {
 				seen[e.Time.String()+e.Message] = true

@@ -83,6 +83,9 @@ type Runtime struct {
 
 	mu        sync.Mutex
 	operators map[string]*running
+	// live names the controllers of the running operators, for owner
+	// checks made while mu is held.
+	live liveSet
 }
 
 // NewRuntime returns a Runtime; call Upsert to run operators.
@@ -120,6 +123,8 @@ type itemKey struct {
 	gvk   schema.GroupVersionKind
 	key   object.Key
 	retry bool // retry failed target writes
+	// target: a target object of key changed; check it and restore it.
+	target bool
 }
 
 type runningController struct {
@@ -152,6 +157,8 @@ func (r *Runtime) Delete(name string) {
 	if cur, ok := r.operators[name]; ok {
 		r.stopLocked(cur, true)
 		delete(r.operators, name)
+		// Objects the stopped operator owned may now be adopted.
+		r.recheckConflictsLocked()
 	}
 }
 
@@ -179,6 +186,7 @@ func (r *Runtime) Stop() {
 }
 
 func (r *Runtime) stopLocked(cur *running, dropViews bool) {
+	r.live.remove(cur.name)
 	cur.cancel()
 	cur.done.Wait()
 	for _, name := range cur.order {
@@ -218,6 +226,11 @@ func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 		invalid: map[string]error{}, reasons: map[string]string{}, since: map[string]metav1.Time{},
 		maxDeltaEntries: maxDeltaEntries(op, r.opts.MaxDeltaEntries)}
 	log := r.opts.Logger.WithValues("operator", op.Name)
+	names := make([]string, 0, len(op.Spec.Controllers))
+	for _, spec := range op.Spec.Controllers {
+		names = append(names, spec.Name)
+	}
+	r.live.set(op.Name, names)
 	seen := map[string]bool{}
 	for i, spec := range op.Spec.Controllers {
 		name := spec.Name
@@ -300,6 +313,7 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 		ResolveVersion:  r.resolveVersion,
 		Logger:          log,
 		Concurrency:     WriteConcurrency,
+		OwnerLive:       r.ownerLive,
 		MaxDeltaEntries: run.maxDeltaEntries,
 		MaxObjectBytes:  r.opts.MaxObjectBytes,
 	})
@@ -428,6 +442,11 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 	if c.Pending() > 0 {
 		rc.queue.AddRateLimited(itemKey{retry: true})
 	}
+	// Target objects changed by others are restored; registered after the
+	// first writes so that the replay of existing objects finds them known.
+	if err := r.watchTarget(ctx, run, rc); err != nil {
+		return err
+	}
 	run.done.Add(1)
 	go func() {
 		defer run.done.Done()
@@ -484,10 +503,15 @@ func (r *Runtime) work(ctx context.Context, rc *runningController) {
 			items = append(items, it)
 		}
 		var changes []controller.Change
+		var targets []itemKey
 		retry := false
 		for _, it := range items {
 			if it.retry {
 				retry = true
+				continue
+			}
+			if it.target {
+				targets = append(targets, it)
 				continue
 			}
 			obj, err := r.latest(ctx, it.gvk, it.key)
@@ -509,6 +533,9 @@ func (r *Runtime) work(ctx context.Context, rc *runningController) {
 		}
 		if retry {
 			_, _ = rc.c.RetryFailed(ctx)
+		}
+		for _, it := range targets {
+			r.restore(ctx, rc, it)
 		}
 		for _, it := range items {
 			rc.queue.Done(it)
@@ -581,6 +608,10 @@ func (r *Runtime) Status(name string, generation int64) (opv1a1.OperatorStatus, 
 				if len(cs.LastErrors) > 0 {
 					cond.Message += ": " + cs.LastErrors[len(cs.LastErrors)-1].Message
 				}
+			} else if msg := rc.c.ConflictMessage(); msg != "" {
+				cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonOwnerConflict, msg
+			} else if msg := rc.c.ContestedMessage(); msg != "" {
+				cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonTargetContested, msg
 			} else {
 				cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, ReasonReady, "Controller is up and running"
 			}
