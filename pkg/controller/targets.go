@@ -373,6 +373,6 @@ func (c *Controller) ContestedMessage() string {
 	return describeKeys(c.target.GVK.Kind, c.Contested(),
 		func(t ContestedTarget) string { return t.Key.String() },
 		func(ContestedTarget) string {
-			return fmt.Sprintf("keeps being changed by another writer; restoring it with backoff (at most every %s)", RestoreBackoffMax)
+			return fmt.Sprintf("keeps being changed by another writer; restoring it with growing delays (up to %s)", RestoreBackoffMax)
 		})
 }
