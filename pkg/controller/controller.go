@@ -803,7 +803,7 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	obj.SetAnnotations(anns)
 	// The API server may add defaults; what matters is that everything the
 	// output says is there and nothing written before was dropped since.
-	if len(droppedLabels) == 0 && len(droppedAnns) == 0 && object.Contains(existing.Object, obj.Object) && (!known || !droppedFields(prev, obj.Object)) {
+	if len(droppedLabels) == 0 && len(droppedAnns) == 0 && object.Contains(existing.Object, obj.Object) && (!known || !droppedFields(withoutMetadataMaps(prev), obj.Object)) {
 		c.setWritten(key, obj.Object)
 		return false, nil
 	}
@@ -813,6 +813,29 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	}
 	c.setWritten(key, obj.Object)
 	return true, nil
+}
+
+// withoutMetadataMaps returns doc without metadata.labels and
+// metadata.annotations: an Updater tracks those by key (see
+// ManagedMetadataAnnotation), and a key someone else removed is no reason
+// to write.
+func withoutMetadataMaps(doc map[string]any) map[string]any {
+	meta, ok := doc["metadata"].(map[string]any)
+	if !ok {
+		return doc
+	}
+	out := make(map[string]any, len(doc))
+	for k, v := range doc {
+		out[k] = v
+	}
+	m := make(map[string]any, len(meta))
+	for k, v := range meta {
+		if k != "labels" && k != "annotations" {
+			m[k] = v
+		}
+	}
+	out["metadata"] = m
+	return out
 }
 
 // annotationsOf returns the metadata.annotations of a written document.

@@ -215,6 +215,17 @@ func TestRestoreTarget(t *testing.T) {
 	if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || client.writes != writes {
 		t.Fatalf("own write: wait %v err %v writes %d", wait, err, client.writes-writes)
 	}
+	// A label someone else adds, and then removes again: no write.
+	for _, labels := range []map[string]string{{"tier": "gold", "user": "x"}, {"tier": "gold"}} {
+		cur, _ := store.Get(cmGVK, key)
+		cur.SetLabels(labels)
+		if _, err := store.Update(cur); err != nil {
+			t.Fatal(err)
+		}
+		if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || client.writes != writes {
+			t.Fatalf("foreign labels %v: wait %v err %v writes %d", labels, wait, err, client.writes-writes)
+		}
+	}
 	tamper := func() {
 		t.Helper()
 		cur, err := store.Get(cmGVK, key)
