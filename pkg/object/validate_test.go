@@ -1,0 +1,81 @@
+package object
+
+import (
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+func TestValidateMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		metadata   any
+		namespaced bool
+		// fields are the cause field paths, "" for a valid object.
+		fields string
+	}{
+		{"valid", map[string]any{"name": "a.b-c", "namespace": "ns", "labels": map[string]any{"app": "x"}}, true, ""},
+		{"cluster-scoped", map[string]any{"name": "a"}, false, ""},
+		{"generateName only (names are generated before validation)", map[string]any{"generateName": "a-", "namespace": "ns"}, true, "metadata.name"},
+		{"uppercase and punctuation", map[string]any{"name": "Bad_Name!", "namespace": "ns"}, true, "metadata.name"},
+		{"newline", map[string]any{"name": "a\nb", "namespace": "ns"}, true, "metadata.name"},
+		{"too long", map[string]any{"name": strings.Repeat("a", 300), "namespace": "ns"}, true, "metadata.name"},
+		{"no name", map[string]any{"namespace": "ns"}, true, "metadata.name"},
+		{"labels as a list", map[string]any{"name": "a", "namespace": "ns", "labels": []any{"a"}}, true, "metadata.labels"},
+		{"label value not a string", map[string]any{"name": "a", "namespace": "ns", "labels": map[string]any{"a": 1.0}}, true, "metadata.labels[a]"},
+		{"bad label key", map[string]any{"name": "a", "namespace": "ns", "labels": map[string]any{"a b": "x"}}, true, "metadata.labels"},
+		{"bad label value", map[string]any{"name": "a", "namespace": "ns", "labels": map[string]any{"a": "x y"}}, true, "metadata.labels"},
+		{"annotations as a string", map[string]any{"name": "a", "namespace": "ns", "annotations": "x"}, true, "metadata.annotations"},
+		{"name not a string", map[string]any{"name": 5.0, "namespace": "ns"}, true, "metadata.name"},
+		{"metadata not an object", "x", true, "metadata"},
+		{"bad namespace", map[string]any{"name": "a", "namespace": "Not_A_Label"}, true, "metadata.namespace"},
+		{"namespace missing", map[string]any{"name": "a"}, true, "metadata.namespace"},
+		{"namespace on cluster-scoped", map[string]any{"name": "a", "namespace": "ns"}, false, "metadata.namespace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "op.view.dcontroller.io/v1alpha1", "kind": "Summary", "metadata": tc.metadata}}
+			err := ValidateMetadata(u, tc.namespaced)
+			if tc.fields == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error, got %v", err)
+			}
+			st := err.(apierrors.APIStatus).Status()
+			if st.Code != 422 || st.Details == nil || st.Details.Kind != "Summary" || st.Details.Group != "op.view.dcontroller.io" {
+				t.Fatalf("status: %+v", st)
+			}
+			var fields []string
+			for _, c := range st.Details.Causes {
+				fields = append(fields, c.Field)
+			}
+			if got := strings.Join(fields, ","); !strings.HasPrefix(got, tc.fields) {
+				t.Errorf("causes at %q, want %q: %v", got, tc.fields, err)
+			}
+		})
+	}
+}
+
+func TestValidateKind(t *testing.T) {
+	path := field.NewPath("spec", "controllers").Index(0).Child("target", "kind")
+	for kind, valid := range map[string]bool{
+		"AppSummary": true, "Pod": true, "Endpoints": true, "A": true, "my-kind": true, "Kind2": true,
+		"": false, "@@@": false, "my_kind": false, "2Kind": false, "Kind-": false, "App Summary": false,
+		"🙂": false, "Ä": false, "\u212a": false, strings.Repeat("A", 64): false,
+	} {
+		errs := ValidateKind(kind, path)
+		if valid != (len(errs) == 0) {
+			t.Errorf("ValidateKind(%q) = %v, want valid=%v", kind, errs, valid)
+			continue
+		}
+		if !valid && !strings.HasPrefix(errs[0].Error(), "spec.controllers[0].target.kind: ") {
+			t.Errorf("ValidateKind(%q): error without the spec path: %v", kind, errs[0])
+		}
+	}
+}
