@@ -86,7 +86,6 @@ func TestHostNames(t *testing.T) {
 	}
 }
 
-
 func summaryJSON(name string) string {
 	b, _ := json.Marshal(map[string]any{"apiVersion": "op.view.dcontroller.io/v1alpha1", "kind": "Summary", "metadata": map[string]any{"name": name}})
 	return string(b)
