@@ -1,5 +1,12 @@
 package dbsp
 
+import (
+	"slices"
+	"strings"
+
+	"github.com/google/btree"
+)
+
 // Member is one member of a group of GroupBy: an input document, its
 // integrated weight (possibly above 1, or negative for inputs that are not
 // collections) and the value the GroupBy's MemberFunc computed for it when it
@@ -18,43 +25,100 @@ type MemberFunc func(Document) (any, error)
 
 // AggregateFunc computes the output of one group from the group's key and
 // its members: the non-empty integral of the input documents with that key,
-// in unspecified order. A nil document or ErrSkip means the group has no
-// output.
+// in the GroupBy's member order (see OrderBy). The slice is reused by the
+// next call and must not be kept; the members' documents and values must
+// not be modified. A nil document or ErrSkip means the group has no output.
 type AggregateFunc func(key any, members []Member) (Document, error)
+
+// MemberKey returns the sort key of a member from the value its MemberFunc
+// computed, once as the member joins its group (see OrderBy).
+type MemberKey func(value any) string
 
 // GroupBy is the incremental form of grouped aggregation (DBSP's Aggregate
 // over a group-by index): the snapshot output has one document,
 // agg(k, members), for each key k of the input. The operator keeps each
-// group's integrated members and its last output; on a delta it updates only
-// the touched groups, recomputes their outputs, and emits -old +new for each
-// group whose output changed. The cost of a step is proportional to the size
-// of the touched groups.
+// group's integrated members, sorted, and its last output; on a delta it
+// updates only the touched groups, recomputes their outputs, and emits
+// -old +new for each group whose output changed.
+//
+// Cost: a delta of d documents touching groups of sizes G1..Gk costs
+// O(d log d + d log G) to update the members plus O(G1 + ... + Gk) for the
+// aggregates, the size of the groups' new outputs. Loading N documents into
+// one group in one delta costs O(N log N); one change in a group of G
+// members costs O(log G) plus the AggregateFunc's walk of G members, with
+// no sort.
 type GroupBy struct {
-	key    KeyFunc
-	member MemberFunc
-	agg    AggregateFunc
-	groups valueMap[*group]
+	key     KeyFunc
+	member  MemberFunc
+	order   MemberKey
+	agg     AggregateFunc
+	groups  valueMap[*group]
+	scratch []Member // the members handed to agg, reused
 }
 
+// group is the state of one group: its members by document (to find a
+// member from a delta) and in order (for the aggregate), and its last
+// output.
 type group struct {
-	members valueMap[*Member] // by document
-	out     Document          // nil: no output
-	outHash uint64            // Hash(out)
+	members valueMap[sorted] // by document
+	sorted  *btree.BTreeG[sorted]
+	out     Document // nil: no output
+	outHash uint64   // Hash(out)
 	touched bool
+	// pending are the members the current delta added, not yet in sorted:
+	// they are sorted first, so that a large batch goes into the B-tree in
+	// ascending order, down one path that stays in the cache.
+	pending []sorted
 }
+
+// sorted is a member with its sort key, the B-tree's item: the key is
+// inline so that comparisons follow no pointer but the key's bytes.
+type sorted struct {
+	key string
+	m   *Member
+}
+
+// treeDegree is the B-tree degree of the sorted members of a group: nodes
+// of up to 63 members, few enough levels for groups of millions.
+const treeDegree = 32
 
 // NewGroupBy returns an incremental grouped aggregate at time zero. member
-// may be nil.
+// may be nil. Members are handed to agg in the canonical order of their
+// documents (Compare) unless OrderBy sets another.
 func NewGroupBy(key KeyFunc, member MemberFunc, agg AggregateFunc) *GroupBy {
 	return &GroupBy{key: key, member: member, agg: agg}
 }
 
+// OrderBy makes g keep each group's members ordered by the bytes of their
+// keys, then by the canonical order of their documents, and hand them to
+// the AggregateFunc in that order; an AggregateFunc that needs its members
+// sorted thus needs no sort of its own. The key is computed from the
+// member's value; call OrderBy before the first Step. It returns g.
+func (g *GroupBy) OrderBy(key MemberKey) *GroupBy {
+	g.order = key
+	return g
+}
+
+func compareSorted(a, b sorted) int {
+	if c := strings.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	return Compare(a.m.Doc, b.m.Doc)
+}
+
+func lessSorted(a, b sorted) bool { return compareSorted(a, b) < 0 }
+
+func newGroup() *group {
+	return &group{sorted: btree.NewG(treeDegree, lessSorted)}
+}
+
 // add adds weight w of doc (with hash h) to the members of grp.
 func (g *GroupBy) add(grp *group, h uint64, doc Document, w int, errs *errorList) {
-	if m, ok := grp.members.get(h, doc); ok {
-		m.Weight += w
-		if m.Weight == 0 {
+	if s, ok := grp.members.get(h, doc); ok {
+		s.m.Weight += w
+		if s.m.Weight == 0 {
 			grp.members.del(h, doc)
+			grp.sorted.Delete(s)
 		}
 		return
 	}
@@ -67,16 +131,41 @@ func (g *GroupBy) add(grp *group, h uint64, doc Document, w int, errs *errorList
 		}
 		m.Value = v
 	}
-	grp.members.put(h, doc, m)
+	s := sorted{m: m}
+	if g.order != nil {
+		s.key = g.order(m.Value)
+	}
+	grp.members.put(h, doc, s)
+	grp.pending = append(grp.pending, s)
+}
+
+// flush moves the pending members of grp into its sorted members.
+func flush(grp *group) {
+	if len(grp.pending) > 1 {
+		slices.SortFunc(grp.pending, compareSorted)
+	}
+	for _, s := range grp.pending {
+		if s.m.Weight != 0 {
+			grp.sorted.ReplaceOrInsert(s)
+		}
+	}
+	clear(grp.pending)
+	grp.pending = grp.pending[:0]
 }
 
 func (g *GroupBy) aggregate(key any, grp *group, errs *errorList) Document {
+	flush(grp)
 	if grp.members.len() == 0 {
 		return nil
 	}
-	ms := make([]Member, 0, grp.members.len())
-	grp.members.each(func(_ uint64, _ any, m *Member) { ms = append(ms, *m) })
+	ms := g.scratch[:0]
+	grp.sorted.Ascend(func(s sorted) bool {
+		ms = append(ms, *s.m)
+		return true
+	})
 	out, err := g.agg(key, ms)
+	clear(ms) // do not keep the documents alive
+	g.scratch = ms[:0]
 	if err != nil {
 		errs.add(err)
 		return nil
@@ -103,7 +192,7 @@ func (g *GroupBy) Step(delta *ZSet) (*ZSet, error) {
 		kh := Hash(key)
 		grp, ok := g.groups.get(kh, key)
 		if !ok {
-			grp = &group{}
+			grp = newGroup()
 			g.groups.put(kh, key, grp)
 		}
 		g.add(grp, h, doc, w, &errs)
@@ -151,7 +240,7 @@ func (g *GroupBy) Snapshot(input *ZSet) (*ZSet, error) {
 		kh := Hash(key)
 		grp, ok := groups.get(kh, key)
 		if !ok {
-			grp = &group{}
+			grp = newGroup()
 			groups.put(kh, key, grp)
 		}
 		g.add(grp, h, doc, w, &errs)

@@ -1,10 +1,8 @@
 package pipeline
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
@@ -238,10 +236,12 @@ func groupKey(key expression.Expression) dbsp.KeyFunc {
 }
 
 // member is what @gather and @groupBy keep of a group member: its sort key
+// (metadata.namespace, a zero byte, metadata.name: the bytes order of the
+// key is the order by namespace, then name, as neither holds a zero byte)
 // and its value, computed once as it joins the group.
 type member struct {
-	ns, name string
-	value    any
+	key   string
+	value any
 }
 
 // newMember returns the MemberFunc computing the member of a document with
@@ -255,45 +255,48 @@ func newMember(value func(dbsp.Document) (any, error)) dbsp.MemberFunc {
 		md, _ := doc["metadata"].(map[string]any)
 		ns, _ := md["namespace"].(string)
 		name, _ := md["name"].(string)
-		return &member{ns: ns, name: name, value: v}, nil
+		return &member{key: ns + "\x00" + name, value: v}, nil
 	}
 }
 
-// sortMembers orders the members of a group deterministically, each
-// repeated by its (positive) weight: by metadata.namespace, then
-// metadata.name, then the canonical order of documents. It returns the
-// first document (nil if there is none) and the non-null member values in
-// that order.
-func sortMembers(ms []dbsp.Member) (dbsp.Document, []any) {
-	ms = slices.DeleteFunc(ms, func(m dbsp.Member) bool { return m.Weight <= 0 })
-	if len(ms) == 0 {
-		return nil, nil
-	}
-	slices.SortFunc(ms, func(a, b dbsp.Member) int {
-		x, y := a.Value.(*member), b.Value.(*member)
-		if c := cmp.Compare(x.ns, y.ns); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(x.name, y.name); c != 0 {
-			return c
-		}
-		return dbsp.Compare(a.Doc, b.Doc)
-	})
-	values := make([]any, 0, len(ms))
+// memberKey orders the members of a group of @gather and @groupBy by
+// metadata.namespace, then metadata.name; GroupBy breaks ties by the
+// canonical order of documents.
+func memberKey(v any) string { return v.(*member).key }
+
+// groupValues returns the first member document of a group (nil if there
+// is none) and the non-null member values, in the group's order
+// (memberKey), each repeated by its (positive) weight. Members of zero or
+// negative weight are skipped.
+func groupValues(ms []dbsp.Member) (dbsp.Document, []any) {
+	var first dbsp.Document
+	n := 0
 	for _, m := range ms {
+		if m.Weight > 0 {
+			n += m.Weight
+		}
+	}
+	values := make([]any, 0, n)
+	for _, m := range ms {
+		if m.Weight <= 0 {
+			continue
+		}
+		if first == nil {
+			first = m.Doc
+		}
 		if v := m.Value.(*member).value; v != nil {
 			for range m.Weight {
 				values = append(values, v)
 			}
 		}
 	}
-	return ms[0].Doc, values
+	return first, values
 }
 
 // compileGather compiles `@gather [key, value]` (alias @mux) to an
 // incremental grouped aggregate: documents are grouped by the key
 // expression (null keys are dropped); each group yields its first document
-// (see sortMembers) with the list of the group members' non-null values at
+// (see memberKey) with the list of the group members' non-null values at
 // the value path (a singular JSONPath) set at that path.
 func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
 	key, value, valuePath, err := groupArgs(arg, path, name)
@@ -306,7 +309,7 @@ func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
 	}
 	get := func(doc dbsp.Document) (any, error) { return pa.get(doc), nil }
 	return dbsp.NewGroupBy(groupKey(key), newMember(get), func(_ any, ms []dbsp.Member) (dbsp.Document, error) {
-		first, values := sortMembers(ms)
+		first, values := groupValues(ms)
 		if first == nil {
 			return nil, nil
 		}
@@ -315,14 +318,14 @@ func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
 			return nil, docError(&expression.Error{Path: valuePath, Op: name, Err: err}, first)
 		}
 		return out, nil
-	}), nil
+	}).OrderBy(memberKey), nil
 }
 
 // compileGroupBy compiles `@groupBy [key, value]` to an incremental grouped
 // aggregate: documents are grouped by the key expression (null keys are
 // dropped); each group yields {"key": key, "values": [value, ...]} with the
 // non-null values of the value expression over the group's members in the
-// order of sortMembers.
+// order of memberKey.
 func compileGroupBy(arg any, path string) (dbsp.Operator, error) {
 	key, value, valuePath, err := groupArgs(arg, path, opGroupBy)
 	if err != nil {
@@ -334,10 +337,10 @@ func compileGroupBy(arg any, path string) (dbsp.Operator, error) {
 	}
 	get := func(doc dbsp.Document) (any, error) { return eval(val, doc) }
 	return dbsp.NewGroupBy(groupKey(key), newMember(get), func(k any, ms []dbsp.Member) (dbsp.Document, error) {
-		first, values := sortMembers(ms)
+		first, values := groupValues(ms)
 		if first == nil {
 			return nil, nil
 		}
 		return dbsp.Document{"key": k, "values": values}, nil
-	}), nil
+	}).OrderBy(memberKey), nil
 }
