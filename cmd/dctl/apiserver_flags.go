@@ -27,6 +27,7 @@ type apiServerFlags struct {
 	disable  bool
 	// acceptHosts extend apiserver.DefaultAcceptHosts.
 	acceptHosts []string
+	history     watchHistoryFlags
 }
 
 func (f *apiServerFlags) register(cmd *cobra.Command, defaultAddr string) {
@@ -41,6 +42,7 @@ func (f *apiServerFlags) register(cmd *cobra.Command, defaultAddr string) {
 		`host names the API server accepts in the Host header and in browsers' Origin header besides localhost, 127.0.0.1 and ::1; `+
 			`comma-separated RE2 regular expressions, each matching a whole host name without the port (e.g. 'dcontroller\.example\.com,.*\.internal'; '.*' accepts any). `+
 			`Checked in development mode, and in production mode when --api-server-addr is a loopback address or this flag is set; other requests get 403 (DNS rebinding protection)`)
+	f.history.register(fs)
 }
 
 // newServer builds the API server for a store, or returns nil when it is
@@ -49,6 +51,9 @@ func (f *apiServerFlags) register(cmd *cobra.Command, defaultAddr string) {
 // before the server is ready.
 func (f *apiServerFlags) newServer(store *view.Store, kinds func() []schema.GroupVersionKind,
 	expected func(context.Context) ([]schema.GroupVersionKind, error), native bool, log logr.Logger) (*apiserver.Server, error) {
+	if err := f.history.apply(store); err != nil {
+		return nil, err
+	}
 	if f.disable {
 		return nil, nil
 	}

@@ -126,8 +126,9 @@ type Options struct {
 	// BookmarkInterval is how often a quiet watch that asked for bookmarks
 	// gets one (DefaultBookmarkInterval when 0).
 	BookmarkInterval time.Duration
-	// HistoryLimit is the number of changes the store keeps for watches
-	// that resume from a resourceVersion (view.DefaultHistoryLimit when 0).
+	// HistoryLimit, when positive, sets the number of changes the store
+	// keeps for watches that resume from a resourceVersion (see
+	// view.Options; the store's other options are kept).
 	HistoryLimit int
 	// SyncInterval is how often Kinds is polled for changes
 	// (DefaultSyncInterval when 0); store changes are seen at once.
@@ -274,7 +275,12 @@ func New(opts Options) (*Server, error) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
-	opts.Store.SetOptions(view.Options{ServerMetadata: true, HistoryLimit: opts.HistoryLimit})
+	storeOpts := opts.Store.Options()
+	storeOpts.ServerMetadata = true
+	if opts.HistoryLimit > 0 {
+		storeOpts.HistoryLimit = opts.HistoryLimit
+	}
+	opts.Store.SetOptions(storeOpts)
 	s.sync()
 	return s, nil
 }
