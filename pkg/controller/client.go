@@ -31,10 +31,12 @@ type Client interface {
 	Delete(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) error
 }
 
-// StoreClient adapts a view.Store to Client. Apply has no schema to merge
-// lists by key offline, so it applies obj as a JSON merge patch, creating the
-// object when it is missing; controllers writing through a StoreClient
-// handle Applier targets as patches (see NoServerSideApply).
+// StoreClient adapts a view.Store to Client. Written objects are checked
+// with object.ValidateMetadata, as the API server checks them (Invalid).
+// Apply has no schema to merge lists by key offline, so it applies obj as a
+// JSON merge patch, creating the object when it is missing; controllers
+// writing through a StoreClient handle Applier targets as patches (see
+// NoServerSideApply).
 type StoreClient struct{ Store *view.Store }
 
 // NoServerSideApply marks a client without server-side apply.
@@ -57,6 +59,9 @@ func (c StoreClient) Create(_ context.Context, obj *unstructured.Unstructured) e
 }
 
 func (c StoreClient) Update(_ context.Context, obj *unstructured.Unstructured) error {
+	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
+		return err
+	}
 	_, err := c.Store.Update(obj)
 	return err
 }
@@ -76,6 +81,9 @@ func (c StoreClient) Patch(_ context.Context, gvk schema.GroupVersionKind, key o
 	}
 	obj := &unstructured.Unstructured{Object: merged}
 	obj.SetResourceVersion(existing.GetResourceVersion())
+	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
+		return err
+	}
 	_, err = c.Store.Update(obj)
 	return err
 }
