@@ -67,8 +67,10 @@ var fuzzJoins = []string{
 const fuzzJoinProject = `{"@project": {"metadata": {"name": {"@concat": ["$.A.metadata.name", "-", "$.B.metadata.name"]}, "namespace": "$.A.metadata.namespace", "labels": "$.A.metadata.labels", "annotations": "$.B.metadata.annotations"}, "spec": {"k": "$.A.spec.k", "v": "$.B.spec.v", "list": "$.A.spec.list"}}}`
 
 // fuzzPatchTarget maps every output to one of the pre-existing objects
-// ns0/t0..t2 of a Patcher target.
-const fuzzPatchTarget = `{"@project": {"metadata": {"name": {"@concat": ["t", {"@string": {"@definedOr": ["$.spec.k", 0]}}]}, "namespace": "ns0", "labels": "$.metadata.labels", "annotations": "$.metadata.annotations"}, "spec": {"v": "$.spec.v", "list": "$.spec.list"}}}`
+// ns0/t0..t2 of a Patcher target. Missing labels and annotations become
+// empty maps: a null in a merge patch (RFC 7386) deletes the whole map,
+// the target's own keys included, which no later patch can restore.
+const fuzzPatchTarget = `{"@project": {"metadata": {"name": {"@concat": ["t", {"@string": {"@definedOr": ["$.spec.k", 0]}}]}, "namespace": "ns0", "labels": {"@definedOr": ["$.metadata.labels", {}]}, "annotations": {"@definedOr": ["$.metadata.annotations", {}]}}, "spec": {"v": "$.spec.v", "list": "$.spec.list"}}}`
 
 var fuzzGroup = "example.com"
 
