@@ -6,7 +6,6 @@ require (
 	github.com/go-logr/logr v1.4.3
 	github.com/gobuffalo/flect v1.0.3
 	github.com/golang-jwt/jwt/v5 v5.3.1
-	github.com/google/btree v1.1.3
 	github.com/google/cel-go v0.31.0
 	github.com/google/uuid v1.6.0
 	github.com/prometheus/client_golang v1.24.0

@@ -3,8 +3,6 @@ package dbsp
 import (
 	"slices"
 	"strings"
-
-	"github.com/google/btree"
 )
 
 // Member is one member of a group of GroupBy: an input document, its
@@ -42,11 +40,11 @@ type MemberKey func(value any) string
 // -old +new for each group whose output changed.
 //
 // Cost: a delta of d documents touching groups of sizes G1..Gk costs
-// O(d log d + d log G) to update the members plus O(G1 + ... + Gk) for the
-// aggregates, the size of the groups' new outputs. Loading N documents into
-// one group in one delta costs O(N log N); one change in a group of G
-// members costs O(log G) plus the AggregateFunc's walk of G members, with
-// no sort.
+// O(d log d) to sort the new members plus O(G1 + ... + Gk) to merge them
+// into the groups' sorted members and to compute the aggregates, the size
+// of the groups' new outputs. Loading N documents into one group in one
+// delta costs O(N log N); one change in a group of G members costs O(G),
+// with no sort.
 type GroupBy struct {
 	key     KeyFunc
 	member  MemberFunc
@@ -61,26 +59,27 @@ type GroupBy struct {
 // output.
 type group struct {
 	members valueMap[sorted] // by document
-	sorted  *btree.BTreeG[sorted]
-	out     Document // nil: no output
-	outHash uint64   // Hash(out)
+	sorted  []sorted         // by compareSorted; members of weight 0 until flush
+	out     Document         // nil: no output
+	outHash uint64           // Hash(out)
 	touched bool
-	// pending are the members the current delta added, not yet in sorted:
-	// they are sorted first, so that a large batch goes into the B-tree in
-	// ascending order, down one path that stays in the cache.
+	// pending are the members the current delta added, not yet in sorted;
+	// removed counts the members of sorted whose weight fell to 0.
 	pending []sorted
+	removed int
 }
 
-// sorted is a member with its sort key, the B-tree's item: the key is
-// inline so that comparisons follow no pointer but the key's bytes.
+// sorted is a member with its sort key: the key is inline so that
+// comparisons follow no pointer but the key's bytes.
 type sorted struct {
 	key string
 	m   *Member
 }
 
-// treeDegree is the B-tree degree of the sorted members of a group: nodes
-// of up to 63 members, few enough levels for groups of millions.
-const treeDegree = 32
+// fewPending is the number of new members up to which flush inserts each
+// one by binary search (a move of the slice's tail) rather than sorting
+// them and merging the two sorted lists.
+const fewPending = 16
 
 // NewGroupBy returns an incremental grouped aggregate at time zero. member
 // may be nil. Members are handed to agg in the canonical order of their
@@ -106,11 +105,7 @@ func compareSorted(a, b sorted) int {
 	return Compare(a.m.Doc, b.m.Doc)
 }
 
-func lessSorted(a, b sorted) bool { return compareSorted(a, b) < 0 }
-
-func newGroup() *group {
-	return &group{sorted: btree.NewG(treeDegree, lessSorted)}
-}
+func newGroup() *group { return &group{} }
 
 // add adds weight w of doc (with hash h) to the members of grp.
 func (g *GroupBy) add(grp *group, h uint64, doc Document, w int, errs *errorList) {
@@ -118,7 +113,7 @@ func (g *GroupBy) add(grp *group, h uint64, doc Document, w int, errs *errorList
 		s.m.Weight += w
 		if s.m.Weight == 0 {
 			grp.members.del(h, doc)
-			grp.sorted.Delete(s)
+			grp.removed++
 		}
 		return
 	}
@@ -139,15 +134,34 @@ func (g *GroupBy) add(grp *group, h uint64, doc Document, w int, errs *errorList
 	grp.pending = append(grp.pending, s)
 }
 
-// flush moves the pending members of grp into its sorted members.
+// flush brings the sorted members of grp up to date: it drops the members
+// of weight 0 and merges the pending ones in. O(G + k log k) for k pending
+// members in a group of G.
 func flush(grp *group) {
-	if len(grp.pending) > 1 {
-		slices.SortFunc(grp.pending, compareSorted)
+	gone := func(s sorted) bool { return s.m.Weight == 0 }
+	if grp.removed > 0 {
+		grp.sorted = slices.DeleteFunc(grp.sorted, gone)
+		grp.removed = 0
 	}
-	for _, s := range grp.pending {
-		if s.m.Weight != 0 {
-			grp.sorted.ReplaceOrInsert(s)
+	pending := slices.DeleteFunc(grp.pending, gone)
+	if len(pending) <= fewPending {
+		for _, s := range pending {
+			i, _ := slices.BinarySearchFunc(grp.sorted, s, compareSorted)
+			grp.sorted = slices.Insert(grp.sorted, i, s)
 		}
+	} else {
+		slices.SortFunc(pending, compareSorted)
+		a := grp.sorted
+		merged := make([]sorted, 0, len(a)+len(pending))
+		for len(a) > 0 && len(pending) > 0 {
+			if compareSorted(pending[0], a[0]) < 0 {
+				merged, pending = append(merged, pending[0]), pending[1:]
+			} else {
+				merged, a = append(merged, a[0]), a[1:]
+			}
+		}
+		merged = append(append(merged, a...), pending...)
+		grp.sorted = merged
 	}
 	clear(grp.pending)
 	grp.pending = grp.pending[:0]
@@ -159,10 +173,9 @@ func (g *GroupBy) aggregate(key any, grp *group, errs *errorList) Document {
 		return nil
 	}
 	ms := g.scratch[:0]
-	grp.sorted.Ascend(func(s sorted) bool {
+	for _, s := range grp.sorted {
 		ms = append(ms, *s.m)
-		return true
-	})
+	}
 	out, err := g.agg(key, ms)
 	clear(ms) // do not keep the documents alive
 	g.scratch = ms[:0]
