@@ -234,12 +234,10 @@ func (s *storage) prepare(ctx context.Context, obj runtime.Object) (*unstructure
 }
 
 // validate checks metadata as kube-apiserver checks a custom resource's
-// (object.ValidateMetadata): 422 Invalid with the field paths.
+// (object.ValidateMetadata): 400 BadRequest when it does not decode, 422
+// Invalid with the field paths when a rule fails.
 func (s *storage) validate(u *unstructured.Unstructured) error {
-	if errs := object.MetadataErrors(u, s.res.namespaced); len(errs) > 0 {
-		return apierrors.NewInvalid(s.res.gvk.GroupKind(), u.GetName(), errs)
-	}
-	return nil
+	return object.ValidateMetadata(u, s.res.namespaced)
 }
 
 // Create stores a new object. The server sets uid and creationTimestamp

@@ -14,7 +14,8 @@ func TestValidateMetadata(t *testing.T) {
 		name       string
 		metadata   any
 		namespaced bool
-		// fields are the cause field paths, "" for a valid object.
+		// fields are the cause field paths of an Invalid error, "" for a
+		// valid object, or "400:" and part of a BadRequest's message.
 		fields string
 	}{
 		{"valid", map[string]any{"name": "a.b-c", "namespace": "ns", "labels": map[string]any{"app": "x"}}, true, ""},
@@ -24,13 +25,13 @@ func TestValidateMetadata(t *testing.T) {
 		{"newline", map[string]any{"name": "a\nb", "namespace": "ns"}, true, "metadata.name"},
 		{"too long", map[string]any{"name": strings.Repeat("a", 300), "namespace": "ns"}, true, "metadata.name"},
 		{"no name", map[string]any{"namespace": "ns"}, true, "metadata.name"},
-		{"labels as a list", map[string]any{"name": "a", "namespace": "ns", "labels": []any{"a"}}, true, "metadata.labels"},
-		{"label value not a string", map[string]any{"name": "a", "namespace": "ns", "labels": map[string]any{"a": 1.0}}, true, "metadata.labels[a]"},
+		{"labels as a list", map[string]any{"name": "a", "namespace": "ns", "labels": []any{"a"}}, true, "400:ObjectMeta.labels"},
+		{"label value not a string", map[string]any{"name": "a", "namespace": "ns", "labels": map[string]any{"a": 1.0}}, true, "400:ObjectMeta.labels"},
 		{"bad label key", map[string]any{"name": "a", "namespace": "ns", "labels": map[string]any{"a b": "x"}}, true, "metadata.labels"},
 		{"bad label value", map[string]any{"name": "a", "namespace": "ns", "labels": map[string]any{"a": "x y"}}, true, "metadata.labels"},
-		{"annotations as a string", map[string]any{"name": "a", "namespace": "ns", "annotations": "x"}, true, "metadata.annotations"},
-		{"name not a string", map[string]any{"name": 5.0, "namespace": "ns"}, true, "metadata.name"},
-		{"metadata not an object", "x", true, "metadata"},
+		{"annotations as a string", map[string]any{"name": "a", "namespace": "ns", "annotations": "x"}, true, "400:ObjectMeta.annotations"},
+		{"name not a string", map[string]any{"name": 5.0, "namespace": "ns"}, true, "400:ObjectMeta.name"},
+		{"metadata not an object", "x", true, "400:ObjectMeta"},
 		{"bad namespace", map[string]any{"name": "a", "namespace": "Not_A_Label"}, true, "metadata.namespace"},
 		{"namespace missing", map[string]any{"name": "a"}, true, "metadata.namespace"},
 		{"namespace on cluster-scoped", map[string]any{"name": "a", "namespace": "ns"}, false, "metadata.namespace"},
@@ -41,6 +42,13 @@ func TestValidateMetadata(t *testing.T) {
 			if tc.fields == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if want, ok := strings.CutPrefix(tc.fields, "400:"); ok {
+				if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "Summary in version \"v1alpha1\" cannot be handled as a Summary: json: cannot unmarshal") ||
+					!strings.Contains(err.Error(), want) {
+					t.Errorf("want a BadRequest naming %s, got %v", want, err)
 				}
 				return
 			}
