@@ -122,7 +122,9 @@ func (r *Reconciler) updateStatus(ctx context.Context, op *opv1a1.Operator) erro
 	for i := range st.Controllers {
 		cs := &st.Controllers[i]
 		prev := old[cs.Name]
-		conds := prev.Conditions
+		// A copy: SetStatusCondition changes conditions in place, and op's
+		// own must stay as read, to compare with and to announce changes.
+		conds := append([]metav1.Condition(nil), prev.Conditions...)
 		for _, c := range cs.Conditions {
 			// Keeps lastTransitionTime unless the status flips.
 			meta.SetStatusCondition(&conds, c)
