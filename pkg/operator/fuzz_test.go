@@ -210,6 +210,12 @@ func runFuzz(t *testing.T, fc *fuzzCase, objs []*unstructured.Unstructured) []ma
 		}
 		m := object.StripServerFields(u.Object)
 		if md, ok := m["metadata"].(map[string]any); ok {
+			// A null map is no map, as the API server stores it.
+			for _, k := range []string{"labels", "annotations"} {
+				if v, ok := md[k]; ok && v == nil {
+					delete(md, k)
+				}
+			}
 			if ann, ok := md["annotations"].(map[string]any); ok {
 				delete(ann, opv1a1.OwnerAnnotation)
 				if len(ann) == 0 {
