@@ -32,8 +32,11 @@ func newEvalCommand() *cobra.Command {
 		Long: `eval runs every controller of the given operators against an in-memory store,
 without a cluster. The input files are YAML (or JSON) streams of Kubernetes
 objects; they are applied in order, each as a creation or, when the object
-already exists, an update, and after each one every controller runs until
-nothing changes any more (controllers chained through views included).
+already exists, an update (a deletion when it has metadata.deletionTimestamp).
+Then every controller runs on all these changes at once, as a manager's first
+list reaches it, until nothing changes any more (controllers chained through
+views included). With --trace the inputs are run one at a time instead, so
+each input's deltas can be followed; the final state is the same.
 
 The output is the final state of every target kind: all objects of that kind,
 sorted by apiVersion, kind, namespace and name, as a YAML stream (-o yaml) or
@@ -108,10 +111,15 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 	if err := off.Start(ctx); err != nil {
 		runErrs = append(runErrs, err)
 	}
-	for _, obj := range inputs {
-		if err := off.Apply(ctx, obj); err != nil {
-			runErrs = append(runErrs, err)
+	if o.trace {
+		// One input at a time, so the trace shows each input's own deltas.
+		for _, obj := range inputs {
+			if err := off.Apply(ctx, obj); err != nil {
+				runErrs = append(runErrs, err)
+			}
 		}
+	} else if err := off.ApplyAll(ctx, inputs); err != nil {
+		runErrs = append(runErrs, err)
 	}
 	if err := writeObjects(stdout, o.output, off.Result()); err != nil {
 		return err
