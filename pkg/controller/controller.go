@@ -714,10 +714,17 @@ func (c *Controller) get(ctx context.Context, key object.Key) (*unstructured.Uns
 	return existing, err
 }
 
-// droppedFields reports whether next no longer sets a leaf path prev set.
+// droppedFields reports whether next no longer sets a path prev set (a
+// leaf, or a map, empty ones included).
 func droppedFields(prev, next map[string]any) bool {
-	for _, p := range object.LeafPaths(prev) {
-		if !object.HasPath(next, p) {
+	for k, v := range prev {
+		nv, ok := next[k]
+		if !ok {
+			return true
+		}
+		sub, isMap := v.(map[string]any)
+		nsub, nIsMap := nv.(map[string]any)
+		if isMap && nIsMap && droppedFields(sub, nsub) {
 			return true
 		}
 	}

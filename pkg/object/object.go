@@ -177,14 +177,17 @@ func mergeValue(target any, patch any) any {
 }
 
 // LeafPaths returns the paths of the leaves a merge patch sets (a leaf is any
-// value that is not a non-empty map), sorted. Each path is a list of keys.
+// value that is not a map), sorted. Each path is a list of keys. An empty map
+// is no leaf: merged into an existing map it changes nothing (RFC 7386), so
+// the patch does not own that map and a removal must not null it (the
+// target's own keys would go with it).
 func LeafPaths(patch map[string]any) [][]string {
 	var out [][]string
 	var walk func(prefix []string, m map[string]any)
 	walk = func(prefix []string, m map[string]any) {
 		for k, v := range m {
 			p := append(append([]string(nil), prefix...), k)
-			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+			if sub, ok := v.(map[string]any); ok {
 				walk(p, sub)
 				continue
 			}

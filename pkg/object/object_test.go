@@ -152,3 +152,26 @@ func TestMergePatchMatchesLibrary(t *testing.T) {
 		}
 	}
 }
+
+// An empty map in a merge patch owns nothing: removing the patch must not
+// null the target's own map (RFC 7386 would delete all its keys).
+func TestRemovalPatchKeepsEmptyMaps(t *testing.T) {
+	prev := map[string]any{"metadata": map[string]any{"name": "t", "labels": map[string]any{}}, "spec": map[string]any{"v": 1}}
+	if got := LeafPaths(prev); len(got) != 2 {
+		t.Fatalf("LeafPaths = %v, want metadata.name and spec.v only", got)
+	}
+	rm := RemovalPatch(prev, nil)
+	meta := rm["metadata"].(map[string]any)
+	if _, ok := meta["labels"]; ok {
+		t.Fatalf("removal patch touches labels: %v", rm)
+	}
+	target := map[string]any{"metadata": map[string]any{"name": "t", "labels": map[string]any{"own": "x"}}, "spec": map[string]any{"v": 1, "w": 2}}
+	got, err := MergePatch(target, rm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"metadata": map[string]any{"name": "t", "labels": map[string]any{"own": "x"}}, "spec": map[string]any{"w": 2}}
+	if !Equal(got, want) {
+		t.Fatalf("after removal: %v, want %v", got, want)
+	}
+}
