@@ -756,6 +756,13 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	// object, so that a later write (of this run or after a restart) removes
 	// those the output drops.
 	managed := outputKeys(obj)
+	if !c.target.IsView() {
+		// A digest of the output: when the output changed since the
+		// recorded write, the record differs and the object is replaced,
+		// so fields the output dropped go even after a restart (the API
+		// server's defaults make "contains the output" no proof).
+		managed.Output = outputDigest(obj.Object)
+	}
 	ann := obj.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
@@ -810,7 +817,9 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	obj.SetAnnotations(anns)
 	// The API server may add defaults; what matters is that everything the
 	// output says is there and nothing written before was dropped since.
-	if len(droppedLabels) == 0 && len(droppedAnns) == 0 && object.Contains(existing.Object, obj.Object) && (!known || !droppedFields(withoutMetadataMaps(prev), obj.Object)) {
+	if len(droppedLabels) == 0 && len(droppedAnns) == 0 && object.Contains(existing.Object, obj.Object) &&
+		(!known || !droppedFields(withoutMetadataMaps(prev), obj.Object)) &&
+		(known || !c.target.IsView() || object.Equal(withoutMetadata(existing.Object), withoutMetadata(obj.Object))) {
 		c.setWritten(key, obj.Object)
 		return false, nil
 	}

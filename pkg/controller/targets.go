@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,14 +17,18 @@ import (
 	"github.com/dcontroller/dcontroller/pkg/object"
 )
 
-// ManagedMetadataAnnotation lists the label and annotation keys that an
-// Updater target's output set on the object, as JSON:
-// {"labels":["tier"],"annotations":["note"]} (keys sorted, empty lists
-// omitted). The next write removes the keys listed here that the output no
-// longer sets and keeps every other label and annotation, so that a key the
-// output dropped goes away even after a manager restart. The annotation is
-// absent when the output sets no labels or annotations. The owner annotation
-// and this annotation itself are never listed.
+// ManagedMetadataAnnotation records what an Updater target's output set on
+// the object, as JSON: {"labels":["tier"],"annotations":["note"],
+// "output":"<digest>"} (keys sorted, empty lists omitted). The next write
+// removes the keys listed here that the output no longer sets and keeps
+// every other label and annotation, so that a key the output dropped goes
+// away even after a manager restart. "output" is a digest of the output
+// written last (native targets only): an object whose recorded digest
+// differs from the current output's is replaced, so a field the output
+// dropped while the manager was down goes too. On a view target the
+// annotation is absent when the output sets no labels or annotations (views
+// have no server defaults: their content is compared as a whole). The owner
+// annotation and this annotation itself are never listed.
 const ManagedMetadataAnnotation = "dcontroller.io/managed-metadata"
 
 // Restore backoff: a target object that is changed back by another writer
@@ -43,9 +49,31 @@ const (
 type managedKeys struct {
 	Labels      []string `json:"labels,omitempty"`
 	Annotations []string `json:"annotations,omitempty"`
+	Output      string   `json:"output,omitempty"`
 }
 
-func (m managedKeys) empty() bool { return len(m.Labels) == 0 && len(m.Annotations) == 0 }
+func (m managedKeys) empty() bool {
+	return len(m.Labels) == 0 && len(m.Annotations) == 0 && m.Output == ""
+}
+
+// outputDigest is the first 16 hex digits of the SHA-256 of doc's JSON
+// encoding (map keys sorted, so equal documents have equal digests).
+func outputDigest(doc map[string]any) string {
+	b, _ := json.Marshal(doc)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// withoutMetadata returns doc without its metadata.
+func withoutMetadata(doc map[string]any) map[string]any {
+	out := make(map[string]any, len(doc))
+	for k, v := range doc {
+		if k != "metadata" {
+			out[k] = v
+		}
+	}
+	return out
+}
 
 func (m managedKeys) encode() string {
 	b, _ := json.Marshal(m)

@@ -2,11 +2,13 @@ package controller
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/object"
@@ -72,7 +74,7 @@ func TestUpdaterRemovesDroppedMetadata(t *testing.T) {
 	if l := cm.GetLabels(); l["tier"] != "gold" || l["team"] != "a" {
 		t.Fatalf("labels %v", l)
 	}
-	if got := cm.GetAnnotations()[ManagedMetadataAnnotation]; got != `{"labels":["team","tier"],"annotations":["note"]}` {
+	if got := parseManagedKeys(cm.GetAnnotations()); !reflect.DeepEqual(got.Labels, []string{"team", "tier"}) || !reflect.DeepEqual(got.Annotations, []string{"note"}) || got.Output == "" {
 		t.Fatalf("managed-metadata annotation %q", got)
 	}
 	// Someone else labels and annotates the target.
@@ -110,8 +112,8 @@ func TestUpdaterRemovesDroppedMetadata(t *testing.T) {
 	if _, ok := a["note"]; ok || a["other"] != "kept" || a[opv1a1.OwnerAnnotation] != "test/copy" {
 		t.Errorf("annotations after restart: %v", a)
 	}
-	if _, ok := a[ManagedMetadataAnnotation]; ok {
-		t.Errorf("managed-metadata annotation kept though the output sets no labels or annotations: %v", a)
+	if m := parseManagedKeys(a); len(m.Labels) != 0 || len(m.Annotations) != 0 || m.Output == "" {
+		t.Errorf("managed-metadata annotation %q: want only the output digest, the output sets no labels or annotations", a[ManagedMetadataAnnotation])
 	}
 	// What is left equals a fresh run on the final source, plus what others set.
 	fresh := view.NewStore()
@@ -120,8 +122,8 @@ func TestUpdaterRemovesDroppedMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := fresh.Get(cmGVK, key)
-	if len(want.GetLabels()) != 0 || len(want.GetAnnotations()) != 1 {
-		t.Errorf("fresh run: labels %v annotations %v", want.GetLabels(), want.GetAnnotations())
+	if len(want.GetLabels()) != 0 || len(want.GetAnnotations()) != 2 || want.GetAnnotations()[ManagedMetadataAnnotation] != a[ManagedMetadataAnnotation] {
+		t.Errorf("fresh run: labels %v annotations %v (restarted: %v)", want.GetLabels(), want.GetAnnotations(), a)
 	}
 }
 
@@ -319,5 +321,79 @@ func TestRestorePatcherTarget(t *testing.T) {
 	writes := client.writes
 	if _, err := c.RestoreTarget(ctx, key); err != nil || client.writes != writes {
 		t.Fatalf("restore after a foreign change: %v, %d writes", err, client.writes-writes)
+	}
+}
+
+// fieldCopySpec copies a Pod's spec.fields into a target's data.
+const fieldCopySpec = `
+name: fields
+sources: [{apiGroup: "", version: v1, kind: Pod}]
+pipeline:
+  "@project":
+    metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}
+    data: "$.spec.fields"
+target: {%s}
+`
+
+// A field the output dropped while the controller was not running is gone
+// after the restart, on a native target (the output digest in the record
+// differs) and on a view target (compared as a whole); a field someone
+// else added to a native target while the output stayed the same is not
+// worth a write.
+func TestUpdaterRemovesFieldDroppedDuringRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name, target string
+		gvk          schema.GroupVersionKind
+	}{
+		{"native", `apiGroup: "", version: v1, kind: ConfigMap`, cmGVK},
+		{"view", `kind: Copy`, schema.GroupVersionKind{Group: "test.view.dcontroller.io", Version: "v1alpha1", Kind: "Copy"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := view.NewStore()
+			client := StoreClient{Store: store}
+			y := strings.Replace(fieldCopySpec, "%s", tc.target, 1)
+			key := object.Key{Namespace: "ns", Name: "p"}
+			pod := func(fields map[string]any) *unstructured.Unstructured {
+				return obj(podGVK, "ns", "p", map[string]any{"spec": map[string]any{"fields": fields}})
+			}
+			c := mustNew(t, y, Options{Operator: "test", Client: client})
+			if err := c.Handle(ctx, nil, pod(map[string]any{"a": "1", "b": "2"})); err != nil {
+				t.Fatal(err)
+			}
+			// Restart: the new controller sees the source without b.
+			c2 := mustNew(t, y, Options{Operator: "test", Client: client})
+			if err := c2.HandleBatch(ctx, []Change{{New: pod(map[string]any{"a": "1"})}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c2.Resync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := store.Get(tc.gvk, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if data := got.Object["data"]; !reflect.DeepEqual(data, map[string]any{"a": "1"}) {
+				t.Fatalf("data after the restart: %v, want only a", data)
+			}
+			if tc.name != "native" {
+				return
+			}
+			// A field a default-setter adds is kept without a write.
+			got.Object["data"].(map[string]any)["defaulted"] = "x"
+			if _, err := store.Update(got); err != nil {
+				t.Fatal(err)
+			}
+			c3 := mustNew(t, y, Options{Operator: "test", Client: client})
+			if err := c3.HandleBatch(ctx, []Change{{New: pod(map[string]any{"a": "1"})}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c3.Resync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := c3.Counters().Writes; n != 0 {
+				t.Errorf("%d writes for an object whose output did not change", n)
+			}
+		})
 	}
 }
