@@ -46,24 +46,9 @@ Colour is used when the output is a terminal (--color=auto).`,
 			if err := c.List(contextOf(cmd), list); err != nil {
 				return fmt.Errorf("listing operators: %w", err)
 			}
-			var ops []opv1a1.Operator
-			want := map[string]bool{}
-			for _, a := range args {
-				want[a] = true
-			}
-			for _, op := range list.Items {
-				if len(want) == 0 || want[op.Name] {
-					ops = append(ops, op)
-					delete(want, op.Name)
-				}
-			}
-			if len(want) > 0 {
-				var missing []string
-				for n := range want {
-					missing = append(missing, n)
-				}
-				sort.Strings(missing)
-				return fmt.Errorf("operator(s) not found: %s", strings.Join(missing, ", "))
+			ops, err := selectOperators(list.Items, args)
+			if err != nil {
+				return err
 			}
 			useColour := colour == "always"
 			if colour == "auto" {
@@ -79,6 +64,38 @@ Colour is used when the output is a terminal (--color=auto).`,
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVar(&colour, "color", "auto", "colour the READY column: auto, always or never")
 	return cmd
+}
+
+// selectOperators returns the operators of items whose names are in names, or
+// all of items when names is empty. A name that matches no operator is an
+// error listing every such name, sorted.
+func selectOperators(items []opv1a1.Operator, names []string) ([]opv1a1.Operator, error) {
+	if len(names) == 0 {
+		return items, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	found := map[string]bool{}
+	var ops []opv1a1.Operator
+	for _, op := range items {
+		if want[op.Name] {
+			ops = append(ops, op)
+			found[op.Name] = true
+		}
+	}
+	var missing []string
+	for n := range want {
+		if !found[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("operator(s) not found: %s", strings.Join(missing, ", "))
+	}
+	return ops, nil
 }
 
 // printStatus writes the table of operators and controllers.

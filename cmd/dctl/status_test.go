@@ -53,3 +53,44 @@ func TestPrintStatus(t *testing.T) {
 		t.Errorf("no colour with colour on:\n%q", b.String())
 	}
 }
+
+func TestSelectOperators(t *testing.T) {
+	items := []opv1a1.Operator{}
+	for _, n := range []string{"app-summary", "bad-kind-1", "fanout", "label-copy-2", "plural-clash"} {
+		items = append(items, opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	names := func(ops []opv1a1.Operator) string {
+		var s []string
+		for _, op := range ops {
+			s = append(s, op.Name)
+		}
+		return strings.Join(s, ",")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+		err  string
+	}{
+		{args: nil, want: "app-summary,bad-kind-1,fanout,label-copy-2,plural-clash"},
+		{args: []string{"app-summary"}, want: "app-summary"},
+		{args: []string{"fanout", "bad-kind-1"}, want: "bad-kind-1,fanout"},
+		{args: []string{"label-copy-2"}, want: "label-copy-2"},
+		{args: []string{"fanout", "fanout"}, want: "fanout"},
+		{args: []string{"nope", "fanout", "gone"}, err: "operator(s) not found: gone, nope"},
+	} {
+		got, err := selectOperators(items, tc.args)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%v: error %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if names(got) != tc.want {
+			t.Errorf("%v: selected %s, want %s", tc.args, names(got), tc.want)
+		}
+	}
+}
