@@ -13,6 +13,7 @@ import (
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
+	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
@@ -86,6 +87,13 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 		fh.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
+		}
+		// Invalid inputs are refused before anything runs, as an API
+		// server refuses them (exit status 1).
+		for j, obj := range objs {
+			if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
+				return fmt.Errorf("%s: object %d: %w", f, j+1, err)
+			}
 		}
 		inputs = append(inputs, objs...)
 	}

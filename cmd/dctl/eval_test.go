@@ -128,6 +128,19 @@ spec:
       target: {kind: X}
 `)
 	input := writeFile(t, "in.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\n")
+	badInput := writeFile(t, "in.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\n---\n"+
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_In, namespace: default}\n")
+	badLimit := writeFile(t, "op.yaml", `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: lim}
+spec:
+  limits: {maxDeltaEntries: -5}
+  controllers:
+    - name: c
+      sources: [{apiGroup: "", kind: Pod}]
+      pipeline: {"@select": true}
+      target: {kind: X}
+`)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -140,6 +153,10 @@ spec:
 		{"missing operator file", []string{"eval", "-f", "/nonexistent.yaml"}, 1, "no such file"},
 		{"no -f", []string{"eval"}, 1, `required flag(s) "filename" not set`},
 		{"bad output format", []string{"eval", "-f", annotator + "operator.yaml", "-o", "xml"}, 1, `unknown format "xml"`},
+		{"invalid input name", []string{"eval", "-f", annotator + "operator.yaml", "-i", badInput}, 1, `in.yaml: object 2: Pod "Bad_In" is invalid: metadata.name: Invalid value: "Bad_In"`},
+		{"limit below 1 in the spec", []string{"eval", "-f", badLimit}, 1, `spec.limits.maxDeltaEntries: Invalid value: -5: should be greater than or equal to 1`},
+		{"zero bound flag", []string{"eval", "-f", annotator + "operator.yaml", "--max-delta-entries", "0"}, 1, `want a positive number, or a negative one for no bound, got 0`},
+		{"zero object bytes flag", []string{"eval", "-f", annotator + "operator.yaml", "--max-object-bytes=0"}, 1, `got 0`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

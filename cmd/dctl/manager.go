@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -40,12 +42,31 @@ type limitFlags struct {
 
 func (l *limitFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.IntVar(&l.maxDeltaEntries, "max-delta-entries", controller.DefaultMaxDeltaEntries,
+	l.maxDeltaEntries, l.maxObjectBytes = controller.DefaultMaxDeltaEntries, controller.DefaultMaxObjectBytes
+	fs.Var((*boundValue)(&l.maxDeltaEntries), "max-delta-entries",
 		"the most entries one pipeline stage may emit for one source change, for operators without spec.limits.maxDeltaEntries; "+
 			"a change over it is refused and reported in the operator's status (negative: no bound)")
-	fs.IntVar(&l.maxObjectBytes, "max-object-bytes", controller.DefaultMaxObjectBytes,
+	fs.Var((*boundValue)(&l.maxObjectBytes), "max-object-bytes",
 		"the largest target object, in bytes of JSON, that a controller sends to the API server (1.5 MiB is etcd's default request limit); "+
 			"a larger one is not sent and its write fails (negative: no bound)")
+}
+
+// boundValue is an int flag for a bound: positive, or negative for no
+// bound; 0 is refused (it would bound nothing to nothing).
+type boundValue int
+
+func (b *boundValue) String() string { return strconv.Itoa(int(*b)) }
+func (b *boundValue) Type() string   { return "int" }
+func (b *boundValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("want an integer, got %q", s)
+	}
+	if n == 0 {
+		return errors.New("want a positive number, or a negative one for no bound, got 0")
+	}
+	*b = boundValue(n)
+	return nil
 }
 
 // Client-side rate limits of the manager's requests to the API server

@@ -66,14 +66,14 @@ type status struct {
 }
 
 func TestHostNames(t *testing.T) {
-	f, err := newHostFilter(append(append([]string{}, DefaultAcceptHosts...), `dev\.example`, `.*\.internal`))
+	f, err := newHostFilter(append(append([]string{}, DefaultAcceptHosts...), `dev\.example`, `.*\.internal`, `Upper\.Example`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for host, want := range map[string]bool{
 		"localhost": true, "localhost:8443": true, "LOCALHOST:1": true, "localhost.:8443": true,
 		"127.0.0.1": true, "127.0.0.1:8443": true, "[::1]:8443": true, "[::1]": true,
-		"dev.example:80": true, "a.b.internal": true,
+		"dev.example:80": true, "a.b.internal": true, "upper.example": true, "UPPER.example:1": true,
 		"attacker.example": false, "localhost.attacker.example": false, "127.0.0.1.nip.io:8443": false,
 		"devxexample": false, "dev.example.attacker": false, "": false, "10.0.0.1:8443": false,
 	} {
@@ -83,6 +83,13 @@ func TestHostNames(t *testing.T) {
 	}
 	if _, err := newHostFilter([]string{"("}); err == nil {
 		t.Error("a bad pattern is accepted")
+	}
+	// A pattern with a port could never match: refused.
+	if _, err := newHostFilter([]string{`dc\.example\.com:18444`}); err == nil || !strings.Contains(err.Error(), "without the port") {
+		t.Errorf("a pattern with a port: %v", err)
+	}
+	if _, err := newHostFilter([]string{`::1`, `fe80::1`}); err != nil {
+		t.Errorf("IPv6 patterns refused: %v", err)
 	}
 }
 

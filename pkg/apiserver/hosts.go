@@ -29,9 +29,14 @@ type hostFilter struct {
 	accept []*regexp.Regexp
 }
 
+// hostPortPattern matches a pattern written as name:port, which can never
+// match a host name compared without its port.
+var hostPortPattern = regexp.MustCompile(`^[^:]+:[0-9]+$`)
+
 // newHostFilter compiles the patterns: each is an RE2 regular expression
-// that must match the whole host name (it is anchored), compared with the
-// port and an IPv6 address's brackets removed and in lower case.
+// that must match the whole host name (it is anchored, and matches without
+// regard to case), compared with the port and an IPv6 address's brackets
+// removed.
 func newHostFilter(patterns []string) (*hostFilter, error) {
 	f := &hostFilter{}
 	for _, p := range patterns {
@@ -39,7 +44,11 @@ func newHostFilter(patterns []string) (*hostFilter, error) {
 		if p == "" {
 			continue
 		}
-		re, err := regexp.Compile(`^(?:` + p + `)$`)
+		if hostPortPattern.MatchString(p) {
+			return nil, fmt.Errorf("accepted host %q: host names are compared without the port; drop the port", p)
+		}
+		// Host names are case-insensitive (RFC 4343).
+		re, err := regexp.Compile(`(?i)^(?:` + p + `)$`)
 		if err != nil {
 			return nil, fmt.Errorf("accepted host %q: %w", p, err)
 		}

@@ -119,7 +119,7 @@ func (c *Controller) handleBatch(ctx context.Context, changes []Change, top bool
 		ref = changes[0].Old
 	}
 	err = fmt.Errorf("%w; the change of %s %s is not applied: the controller keeps the object's previous state until it changes again "+
-		"(the limit is the operator's spec.limits.maxDeltaEntries)", le, ref.GetKind(), object.Key{Namespace: ref.GetNamespace(), Name: ref.GetName()})
+		"(the bound is the operator's spec.limits.maxDeltaEntries, else the manager's --max-delta-entries)", le, ref.GetKind(), object.Key{Namespace: ref.GetNamespace(), Name: ref.GetName()})
 	c.smu.Lock()
 	for _, r := range touched {
 		c.refused[r] = err

@@ -59,6 +59,12 @@ func DecodeOperators(r io.Reader) ([]*opv1a1.Operator, error) {
 		if op.Name == "" {
 			return nil, fmt.Errorf("document %d: metadata.name: must not be empty", i+1)
 		}
+		// The CRD's schema refuses this for Operator objects; files get
+		// the same rule.
+		if l := op.Spec.Limits; l != nil && l.MaxDeltaEntries != nil && *l.MaxDeltaEntries < 1 {
+			return nil, fmt.Errorf("document %d (operator %q): spec.limits.maxDeltaEntries: Invalid value: %d: should be greater than or equal to 1 (omit it for the manager's default)",
+				i+1, op.Name, *l.MaxDeltaEntries)
+		}
 		out = append(out, op)
 	}
 	if len(out) == 0 {
