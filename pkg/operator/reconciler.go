@@ -34,7 +34,8 @@ type Reconciler struct {
 	Runtime *Runtime
 	Logger  logr.Logger
 	// Recorder, when set, receives Kubernetes Events on the Operator: Started
-	// when it (re)starts, InvalidController for a controller that cannot run,
+	// when it (re)starts, InvalidController for a controller that failed to
+	// start (one that runs with a condition such as OwnerConflict is not),
 	// ControllerError for each new controller error, OwnerConflict and
 	// TargetContested when a controller's Ready condition turns to that
 	// reason or names another object.
@@ -79,15 +80,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if started && r.Recorder != nil {
 		st, _ := r.Runtime.Status(op.Name, op.Generation)
-		ready := 0
+		runs, _ := r.Runtime.Running(op.Name)
+		running := 0
 		for _, cs := range st.Controllers {
-			if c := meta.FindStatusCondition(cs.Conditions, "Ready"); c != nil && c.Status == metav1.ConditionTrue {
-				ready++
-			} else if c != nil && c.Reason != ReasonWriteFailed {
+			// A controller that runs counts as running whatever its Ready
+			// condition (an owner conflict, a failing write); only one that
+			// failed to start is an invalid controller.
+			if runs[cs.Name] {
+				running++
+			} else if c := meta.FindStatusCondition(cs.Conditions, "Ready"); c != nil {
 				r.Recorder.Eventf(op, nil, corev1.EventTypeWarning, "InvalidController", "Start", "%s", eventnote.Note("controller %s: %s", cs.Name, c.Message))
 			}
 		}
-		r.Recorder.Eventf(op, nil, corev1.EventTypeNormal, "Started", "Start", "operator started with %d of %d controllers running (generation %d)", ready, len(st.Controllers), op.Generation)
+		r.Recorder.Eventf(op, nil, corev1.EventTypeNormal, "Started", "Start", "operator started with %d of %d controllers running (generation %d)", running, len(st.Controllers), op.Generation)
 	}
 	if err := r.updateStatus(ctx, op); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {

@@ -566,6 +566,29 @@ func (r *Runtime) latest(ctx context.Context, gvk schema.GroupVersionKind, key o
 	return u, nil
 }
 
+// Running returns the names of the controllers of a running operator that
+// run: started, whatever their Ready condition says (failing writes, a
+// pipeline error, an owner conflict or a contested target are conditions of
+// a running controller). The others failed to start: invalid, or retried
+// with backoff. ok is false when the operator does not run.
+func (r *Runtime) Running(name string) (map[string]bool, bool) {
+	r.mu.Lock()
+	run, ok := r.operators[name]
+	r.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	out := map[string]bool{}
+	for _, rc := range run.ctrls {
+		if _, bad := run.invalid[rc.c.Name()]; !bad {
+			out[rc.c.Name()] = true
+		}
+	}
+	return out, true
+}
+
 // Status returns the status of a running operator: one entry per controller
 // in spec order with a Ready condition, recent errors and counters. ok is
 // false when the operator does not run.

@@ -156,8 +156,8 @@ func operatorEvents(t *testing.T, op string) (string, error) {
 
 // TestUpdaterOwnerConflict: two operators whose Updaters write the same
 // object do not take it from each other: the second leaves it to the first,
-// says so in its status and in a Warning Event, and writes nothing while the
-// first runs; when the first is deleted, the second adopts the object.
+// says so in its status and in a Warning Event (and counts as running, not
+// as an invalid controller), and writes nothing while the first runs; when the first is deleted, the second adopts the object.
 func TestUpdaterOwnerConflict(t *testing.T) {
 	startManager(t)
 	mustKubectl(t, "", "create", "namespace", "e2e-owner")
@@ -183,11 +183,18 @@ func TestUpdaterOwnerConflict(t *testing.T) {
 	})
 	eventually(t, 20*time.Second, func() string {
 		out, err := operatorEvents(t, "owner-b")
-		if err != nil || !strings.Contains(out, "Warning OwnerConflict controller write: ConfigMap e2e-owner/shared is owned by owner-a/write") {
+		if err != nil || !strings.Contains(out, "Warning OwnerConflict controller write: ConfigMap e2e-owner/shared is owned by owner-a/write") ||
+			!strings.Contains(out, "Normal Started operator started with") {
 			return fmt.Sprintf("owner-b events:\n%s(err %v)", out, err)
 		}
 		return ""
 	})
+	// An owner conflict is a condition of a running controller, not an
+	// invalid one.
+	if out, err := operatorEvents(t, "owner-b"); err != nil || strings.Contains(out, "InvalidController") ||
+		!strings.Contains(out, "Normal Started operator started with 1 of 1 controllers running") {
+		t.Errorf("owner-b events: want Started with 1 of 1 controllers running and no InvalidController:\n%s(err %v)", out, err)
+	}
 	// Stable: the object keeps its owner and is not rewritten.
 	before, _ := shared()
 	time.Sleep(3 * time.Second)
