@@ -4,7 +4,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gobuffalo/flect"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -14,12 +13,10 @@ import (
 )
 
 // ResourceName returns the resource (URL path segment) a kind is served as:
-// the lowercase plural of the kind, pluralised with the English rules of
-// github.com/gobuffalo/flect exactly as controller-gen names CRDs
-// (DeploymentSummary -> deploymentsummaries, Gateway -> gateways,
-// Endpoints -> endpoints), so a view is named as a CRD of that kind would be.
+// the lowercase plural of the kind, as object.ResourceName, so a view is
+// named as a CRD of that kind would be.
 func ResourceName(kind string) string {
-	return flect.Pluralize(strings.ToLower(kind))
+	return object.ResourceName(kind)
 }
 
 // clusterScoped are the built-in kinds that are not namespaced; in standalone

@@ -86,12 +86,18 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 		}
 		names[op.Name] = true
 		ctrlNames := map[string]bool{}
+		// As in a manager (not standalone): view kinds must be servable.
+		clashes := controller.ViewKindClashes(op.Name, op.Spec.Controllers, false)
 		for i, spec := range op.Spec.Controllers {
 			if ctrlNames[spec.Name] {
 				errs = append(errs, fmt.Errorf("operator %q: spec.controllers[%d].name: duplicate controller name %q", op.Name, i, spec.Name))
 				continue
 			}
 			ctrlNames[spec.Name] = true
+			if err := clashes[i]; err != nil {
+				errs = append(errs, fmt.Errorf("operator %q: %w", op.Name, err))
+				continue
+			}
 			opName := op.Name
 			copts := controller.Options{
 				Operator:        op.Name,

@@ -183,3 +183,25 @@ spec:
 		t.Fatal("an invalid input name was accepted")
 	}
 }
+
+// Offline runs refuse the view kinds a manager cannot serve, as the manager
+// does: two kinds with one resource name.
+func TestOfflineViewKindClash(t *testing.T) {
+	ops, err := DecodeOperators(strings.NewReader(`apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: plural-clash}
+spec:
+  controllers:
+    - name: clash
+      sources: [{kind: Endpoint}]
+      pipeline: {"@project": {metadata: "$.metadata"}}
+      target: {kind: Endpoints}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewOffline(ops, OfflineOptions{})
+	if err == nil || err.Error() != `operator "plural-clash": spec.controllers[0].target.kind: view kind "Endpoints" has the same resource name "endpoints" as "Endpoint" (spec.controllers[0].sources[0].kind); the view API server cannot serve both` {
+		t.Fatalf("error %v", err)
+	}
+}

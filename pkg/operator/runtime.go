@@ -232,6 +232,9 @@ func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 	}
 	r.live.set(op.Name, names)
 	seen := map[string]bool{}
+	// Two view kinds with one resource name cannot both be served by the
+	// view API server: the controller naming the second one is invalid.
+	clashes := controller.ViewKindClashes(op.Name, op.Spec.Controllers, r.opts.Cache == nil)
 	for i, spec := range op.Spec.Controllers {
 		name := spec.Name
 		if name == "" {
@@ -244,6 +247,11 @@ func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 			continue
 		}
 		seen[name] = true
+		if err := clashes[i]; err != nil {
+			log.Error(err, "invalid controller", "controller", name)
+			run.invalid[name], run.reasons[name] = err, ReasonInvalidSpec
+			continue
+		}
 		reason, err := r.startOne(ctx, run, op.Name, i, spec, log.WithValues("controller", name))
 		if err == nil {
 			continue

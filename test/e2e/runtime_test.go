@@ -255,6 +255,42 @@ spec:
 	})
 }
 
+// TestViewKindResourceNameClash: a controller naming two view kinds that the
+// view API server would serve as one resource (Endpoint and Endpoints ->
+// endpoints) is Ready=False InvalidSpec with the spec path and both kinds in
+// its status and in dctl status, not Ready=True with the kind left unserved.
+func TestViewKindResourceNameClash(t *testing.T) {
+	startManager(t)
+	mustKubectl(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: plural-clash
+spec:
+  controllers:
+    - name: clash
+      sources: [{kind: Endpoint}]
+      pipeline:
+        "@project":
+          metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}
+      target: {kind: Endpoints}
+`, "apply", "-f", "-")
+	const want = `False InvalidSpec spec.controllers[0].target.kind: view kind "Endpoints" has the same resource name "endpoints" as "Endpoint" (spec.controllers[0].sources[0].kind); the view API server cannot serve both`
+	eventually(t, 20*time.Second, func() string {
+		if out, err := controllerReady(t, "plural-clash"); err != nil || out != want {
+			return fmt.Sprintf("plural-clash Ready %q (err %v)", out, err)
+		}
+		return ""
+	})
+	out, err := runDctl(t, "status", "plural-clash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`plural-clash\s+clash\s+False\s+InvalidSpec .*view kind "Endpoints" has the same resource name "endpoints"`).MatchString(out) {
+		t.Errorf("dctl status:\n%s", out)
+	}
+	mustKubectl(t, "", "delete", "operators.dcontroller.io", "plural-clash")
+}
+
 // TestPeriodicRepairsDrift: a Periodic source recomputes the target state
 // and repairs drift: a changed target is fixed and a deleted one recreated.
 func TestPeriodicRepairsDrift(t *testing.T) {
