@@ -144,7 +144,7 @@ func (e *engine) applyChild(ctx context.Context, parent, observed, desired *unst
 		u := &unstructured.Unstructured{Object: obj}
 		setControllerRef(u, parent)
 		if err := e.client.Create(ctx, u); err != nil {
-			return fmt.Errorf("creating %s %s: %w", u.GetKind(), describe(u), err)
+			return createError{fmt.Errorf("creating %s %s: %w", u.GetKind(), describe(u), err)}
 		}
 		w.add(u)
 		writesTotal.WithLabelValues(e.name, "create").Inc()

@@ -127,17 +127,17 @@ func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructu
 	if reason == "" {
 		reason = "Error"
 	}
-	evReason, msg := hookName+"HookFailed", fmt.Sprintf("%s hook failed: %v", hookName, err)
+	condReason, msg := hookName+"HookFailed", fmt.Sprintf("%s hook failed: %v", hookName, err)
 	if reason == ReasonInvalidParent {
 		// The hook was not called: the parent itself is unusable.
-		evReason, msg = ReasonInvalidParent, fmt.Sprintf("the parent is invalid, the hook is not called: %v", errors.Unwrap(err))
+		condReason, msg = ReasonInvalidParent, fmt.Sprintf("the parent is invalid, the hook is not called: %v", errors.Unwrap(err))
 	}
-	e.warn(parent, evReason, "Sync", "%s", msg)
+	e.warn(parent, EventSyncError, "Sync", "%s", msg)
 	e.log.Info("sync failed", "parent", pk.String(), "hook", hookName, "reason", reason, "error", err.Error())
 	syncsTotal.WithLabelValues(e.name, "failed").Inc()
 
 	cur, _ := parent.Object["status"].(map[string]any)
-	status := withSyncedFalse(cur, cur, evReason, msg, parent.GetGeneration())
+	status := withSyncedFalse(cur, cur, condReason, msg, parent.GetGeneration())
 	if apply.Equal(cur, status) {
 		return err
 	}
@@ -154,6 +154,19 @@ func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructu
 	return err
 }
 
+// Reasons of the Warning Events on a parent whose sync fails, those of
+// Metacontroller: its users select them (kubectl get events
+// --field-selector reason=SyncError). The finer detail is in the Synced
+// condition's reason and the Event's message.
+const (
+	// EventSyncError: a hook failed, the parent is invalid, or a write of
+	// the parent or of a child other than a create was refused.
+	EventSyncError = "SyncError"
+	// EventCreateError: the API server refused the creation of a child
+	// (or attachment).
+	EventCreateError = "CreateError"
+)
+
 // Reasons of the Synced=False condition besides "<Hook>HookFailed".
 const (
 	// ReasonInvalidParent: the parent cannot be synced (e.g. its
@@ -162,8 +175,10 @@ const (
 	// ReasonChildWriteFailed: the hook answered, but the API server refused
 	// a write of a child (or attachment); message names the object.
 	ReasonChildWriteFailed = "ChildWriteFailed"
-	// ReasonParentWriteFailed (an Event only): the API server refused a
-	// write of the parent itself (its status, finalizer or labels).
+	// ReasonParentWriteFailed: the API server refused a write of the
+	// parent itself (its status, finalizer or labels); not a condition
+	// (it could not be written either), only in the SyncError Event's
+	// message.
 	ReasonParentWriteFailed = "ParentWriteFailed"
 )
 
@@ -247,12 +262,27 @@ func refusals(errs []error) []error {
 
 // writeFailed reports the failed writes of a sync of parent and returns
 // them joined, for the retry with backoff. Conflicts are retried quietly;
-// refused child writes get a ChildWriteFailed Warning Event, failed writes
-// of the parent itself (status, finalizer, labels) a ParentWriteFailed one.
+// refused creations of children get a CreateError Warning Event, other
+// refused child writes and failed writes of the parent itself (status,
+// finalizer, labels) a SyncError one; the message starts with
+// ChildWriteFailed or ParentWriteFailed.
 func (e *engine) writeFailed(pk parentKey, parent *unstructured.Unstructured, hookName string, childErrs, parentErrs []error) error {
 	err := errors.Join(append(append([]error(nil), childErrs...), parentErrs...)...)
 	if r := refusals(childErrs); len(r) > 0 {
-		e.warn(parent, ReasonChildWriteFailed, "Sync", "applying the %s hook's response failed: %v", lower(hookName), errors.Join(r...))
+		var creates, others []error
+		for _, err := range r {
+			if errors.As(err, new(createError)) {
+				creates = append(creates, err)
+			} else {
+				others = append(others, err)
+			}
+		}
+		if len(creates) > 0 {
+			e.warn(parent, EventCreateError, "Sync", "%s: applying the %s hook's response failed: %v", ReasonChildWriteFailed, lower(hookName), errors.Join(creates...))
+		}
+		if len(others) > 0 {
+			e.warn(parent, EventSyncError, "Sync", "%s: applying the %s hook's response failed: %v", ReasonChildWriteFailed, lower(hookName), errors.Join(others...))
+		}
 	}
 	var gone []error
 	for _, err := range parentErrs {
@@ -267,7 +297,7 @@ func (e *engine) writeFailed(pk parentKey, parent *unstructured.Unstructured, ho
 	}
 	syncsTotal.WithLabelValues(e.name, "failed").Inc()
 	if r := refusals(parentErrs); len(r) > 0 {
-		e.warn(parent, ReasonParentWriteFailed, "Sync", "writing the %s hook's answer to this object failed: %v", lower(hookName), errors.Join(r...))
+		e.warn(parent, EventSyncError, "Sync", "%s: writing the %s hook's answer to this object failed: %v", ReasonParentWriteFailed, lower(hookName), errors.Join(r...))
 	}
 	if len(refusals(childErrs))+len(refusals(parentErrs)) == 0 {
 		e.log.V(1).Info("write conflict; retrying", "parent", pk.String(), "error", err.Error())
@@ -276,6 +306,12 @@ func (e *engine) writeFailed(pk parentKey, parent *unstructured.Unstructured, ho
 	}
 	return err
 }
+
+// createError is a refused creation of a child.
+type createError struct{ err error }
+
+func (c createError) Error() string { return c.err.Error() }
+func (c createError) Unwrap() error { return c.err }
 
 // resultStatus is the status a sync writes: the hook's status, with a
 // Synced=False ChildWriteFailed condition when writes failed (errs), or

@@ -225,11 +225,17 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 			t.Fatalf("%s: the child changed or went away: %v %v", tc.mode, err, now.Object["data"])
 		}
 	}
-	events := mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=f", "-o", "json")
-	for _, want := range []string{`"reason": "SyncHookFailed"`, "InvalidResponse", "Timeout", "Unavailable", `"reason": "ChildWriteFailed"`} {
+	// The Events carry Metacontroller's reason (SyncError, also for the
+	// refused update of a child), the detail is in their messages; users
+	// wait for them with --field-selector reason=SyncError.
+	events := mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=f,reason=SyncError", "-o", "json")
+	for _, want := range []string{"Sync hook failed", "InvalidResponse", "Timeout", "Unavailable", "ChildWriteFailed", "bad key"} {
 		if !strings.Contains(events, want) {
-			t.Errorf("events lack %s:\n%s", want, events)
+			t.Errorf("SyncError events lack %s:\n%s", want, events)
 		}
+	}
+	if other := mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=f,type=Warning,reason!=SyncError", "-o", "name"); other != "" {
+		t.Errorf("Warning events with other reasons: %s", other)
 	}
 
 	mode.Store("ok")
@@ -249,7 +255,8 @@ func TestMetacontrollerHookFailures(t *testing.T) {
 // TestMetacontrollerDecoratorChildWriteRetry: a DecoratorController whose
 // attachment the API server refuses keeps retrying it (the decorated
 // object does not change in between) with backoff, reports the refusal
-// as a ChildWriteFailed Event on the object, and writes the attachment
+// as a CreateError Event (Metacontroller's reason) on the object, and
+// writes the attachment
 // once the hook's answer is acceptable.
 func TestMetacontrollerDecoratorChildWriteRetry(t *testing.T) {
 	const ns = "e2e-mc-decorator-retry"
@@ -291,8 +298,8 @@ data: {a: "1"}
 		return mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=src", "-o", "json")
 	}
 	eventually(t, 30*time.Second, func() string {
-		if e := events(); !strings.Contains(e, `"reason": "ChildWriteFailed"`) || !strings.Contains(e, "bad key") {
-			return "no ChildWriteFailed event on src yet"
+		if e := events(); !strings.Contains(e, `"reason": "CreateError"`) || !strings.Contains(e, "ChildWriteFailed") || !strings.Contains(e, "bad key") {
+			return "no CreateError event on src yet"
 		}
 		return ""
 	})

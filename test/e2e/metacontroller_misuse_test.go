@@ -182,8 +182,8 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 
 	// Several refused children: one condition whose message does not
 	// change from one retry to the next (no StatusNotSettling), retries
-	// with backoff, and a ChildWriteFailed Event cut to what an Event
-	// may hold.
+	// with backoff, and a CreateError Event (Metacontroller's reason for a
+	// refused creation) cut to what an Event may hold.
 	notSettling := func() string {
 		return mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=w,reason=StatusNotSettling",
 			"-o", "jsonpath={range .items[*]}{.metadata.name}/{.count}/{.series.count} {end}")
@@ -197,9 +197,9 @@ spec: {selector: {matchLabels: {widget: w}}, v: "1"}
 	mustKubectl(t, "", "-n", ns, "annotate", "--overwrite", "widget", "w", "touch=badnames")
 	eventually(t, 30*time.Second, conditionsMention(t, ns, "w", "ChildWriteFailed", "BAD_A", "BAD_F"))
 	eventually(t, 30*time.Second, func() string {
-		ev := mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=w,reason=ChildWriteFailed", "-o", "jsonpath={.items[*].message}")
-		if !strings.Contains(ev, "BAD_A") || !strings.HasSuffix(strings.TrimSpace(ev), "...") {
-			return "no shortened ChildWriteFailed event: " + ev
+		ev := mustKubectl(t, "", "-n", ns, "get", "events", "--field-selector", "involvedObject.name=w,reason=CreateError", "-o", "jsonpath={.items[*].message}")
+		if !strings.Contains(ev, "ChildWriteFailed") || !strings.Contains(ev, "BAD_A") || !strings.HasSuffix(strings.TrimSpace(ev), "...") {
+			return "no shortened CreateError event: " + ev
 		}
 		return ""
 	})
