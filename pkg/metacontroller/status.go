@@ -47,7 +47,8 @@ func (w writes) deleted(o *unstructured.Unstructured) { w[refOf(o)] = deletedRV 
 // (the Metacontroller convention), through the status subresource, or the
 // main resource for kinds without one (observedGeneration only when asked:
 // CompositeController parents get it, decorated objects do not). No write
-// when the status is unchanged; a nil status leaves it alone.
+// when the status is unchanged (an absent status is not the same as an
+// empty one); a nil status leaves it alone.
 //
 // It returns the object as written (parent when there was no write).
 func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructured, status map[string]any, observedGeneration bool, w writes) (*unstructured.Unstructured, error) {
@@ -58,11 +59,13 @@ func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructu
 	if observedGeneration {
 		next["observedGeneration"] = parent.GetGeneration()
 	}
-	cur, _ := parent.Object["status"].(map[string]any)
-	if apply.Equal(cur, next) {
+	// An absent status and an empty one differ: a hook that answers
+	// status {} for an object without one gets it written.
+	cur, has := parent.Object["status"].(map[string]any)
+	if has && apply.Equal(cur, next) {
 		return parent, nil
 	}
-	if observedGeneration && e.noStatusSubresource(parent.GroupVersionKind()) {
+	if has && observedGeneration && e.noStatusSubresource(parent.GroupVersionKind()) {
 		// Without a status subresource every status write bumps the
 		// generation: comparing observedGeneration would write forever.
 		a, b := runtime.DeepCopyJSON(next), runtime.DeepCopyJSON(cur)

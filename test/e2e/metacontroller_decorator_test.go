@@ -166,3 +166,59 @@ func TestMetacontrollerDecoratorServicePerPod(t *testing.T) {
 	})
 	stable(t, h, 2*time.Second)
 }
+
+// TestMetacontrollerDecoratorEmptyStatus: a hook that answers status {}
+// for an object without a status gets it written, as Metacontroller does:
+// an absent status and an empty one are different states, and the next
+// sync sees the empty one.
+func TestMetacontrollerDecoratorEmptyStatus(t *testing.T) {
+	const ns = "e2e-mc-empty-status"
+	installCRD(t, "Blank", "blanks", "Namespaced")
+	mustKubectl(t, "", "create", "namespace", ns)
+	startManager(t)
+	h := newHookServer(t, func(req map[string]any) any {
+		if obj, _ := req["object"].(map[string]any); obj["status"] == nil {
+			return map[string]any{"status": map[string]any{}}
+		}
+		return map[string]any{}
+	})
+	applyMC(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: {name: blank-decorator}
+spec:
+  resources:
+    - apiVersion: e2e.dcontroller.io/v1
+      resource: blanks
+  hooks:
+    sync:
+      webhook: {url: %s}
+`, h.URL))
+	mustKubectl(t, `apiVersion: e2e.dcontroller.io/v1
+kind: Blank
+metadata: {name: b, namespace: `+ns+`}
+spec: {v: "1"}
+`, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		p, err := getObj(t, "e2e.dcontroller.io/v1", "Blank", ns, "b")
+		if err != nil {
+			return err.Error()
+		}
+		if s, ok := p.Object["status"].(map[string]any); !ok || len(s) != 0 {
+			return fmt.Sprintf("status %#v (hook calls %d), want {}", p.Object["status"], h.calls.Load())
+		}
+		return ""
+	})
+	// The next sync sees the empty status.
+	mustKubectl(t, "", "-n", ns, "annotate", "blanks.e2e.dcontroller.io", "b", "touch=1")
+	eventually(t, 30*time.Second, func() string {
+		last := h.last()
+		if str(path(last, "object.metadata.annotations.touch")) != "1" {
+			return "no sync after the change yet"
+		}
+		if s, ok := path(last, "object.status").(map[string]any); !ok || len(s) != 0 {
+			return fmt.Sprintf("the hook saw status %#v, want {}", path(last, "object.status"))
+		}
+		return ""
+	})
+	stable(t, h, 2*time.Second)
+}
