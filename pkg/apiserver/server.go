@@ -126,10 +126,6 @@ type Options struct {
 	// BookmarkInterval is how often a quiet watch that asked for bookmarks
 	// gets one (DefaultBookmarkInterval when 0).
 	BookmarkInterval time.Duration
-	// HistoryLimit, when positive, sets the number of changes the store
-	// keeps for watches that resume from a resourceVersion (see
-	// view.Options; the store's other options are kept).
-	HistoryLimit int
 	// SyncInterval is how often Kinds is polled for changes
 	// (DefaultSyncInterval when 0); store changes are seen at once.
 	SyncInterval time.Duration
@@ -277,9 +273,6 @@ func New(opts Options) (*Server, error) {
 	}
 	storeOpts := opts.Store.Options()
 	storeOpts.ServerMetadata = true
-	if opts.HistoryLimit > 0 {
-		storeOpts.HistoryLimit = opts.HistoryLimit
-	}
 	opts.Store.SetOptions(storeOpts)
 	s.sync()
 	return s, nil

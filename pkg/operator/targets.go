@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
@@ -177,16 +178,7 @@ func (r *Runtime) watchTarget(ctx context.Context, run *running, rc *runningCont
 	run.done.Add(1)
 	go func() {
 		defer run.done.Done()
-		t := time.NewTicker(ConflictRecheckInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				rc.recheckConflicts()
-			}
-		}
+		wait.UntilWithContext(ctx, func(context.Context) { rc.recheckConflicts() }, ConflictRecheckInterval)
 	}()
 	return nil
 }
