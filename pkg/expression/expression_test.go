@@ -138,6 +138,10 @@ func TestLiteralsAndQueries(t *testing.T) {
 		{"filter", `"$.spec.containers[?@.image == 'my-container-3:v1'].name"`, l{"container-3"}, ""},
 		{"descendant", `"$..containerPort"`, l{int64(80), int64(443)}, ""},
 		{"whole subject", `{"@len": "$"}`, int64(5), ""},
+		{"whole subject dot", `{"@eq": ["$.", "$"]}`, true, ""},
+		{"whole subject dot count", `{"@len": "$."}`, int64(5), ""},
+		{"whole local subject dot", `{"@map": ["$$.", [1, "a"]]}`, l{int64(1), "a"}, ""},
+		{"whole local subject dot member", `{"@map": [{"@len": "$$."}, [{"a": 1, "b": 2}]]}`, l{int64(2)}, ""},
 		{"local outside list op is null", `"$$.name"`, nil, ""},
 		{"invalid jsonpath", `"$.foo["`, nil, `spec.x: invalid JSONPath "$.foo["`},
 		{"invalid jsonpath nested", `{"a": ["$$$"]}`, nil, `spec.x.a[0]: invalid JSONPath "$$$"`},
@@ -160,7 +164,18 @@ func TestSetterKeys(t *testing.T) {
 				"annotations": m{"a.b/c": "x"}}}, ""},
 		{"index", `{"l": [1, 2], "$.l[1]": 5}`, m{"l": l{int64(1), int64(5)}}, ""},
 		{"append", `{"l": [1], "$.l[1]": 5}`, m{"l": l{int64(1), int64(5)}}, ""},
-		{"out of range", `{"l": [1], "$.l[3]": 5}`, nil, `spec.x["$.l[3]"]: cannot set $.l[3]: index 3 out of range`},
+		{"past the end pads with nulls", `{"l": [1], "$.l[3]": 5}`, m{"l": l{int64(1), nil, nil, int64(5)}}, ""},
+		{"padding into a missing list", `{"$.y[3]": 12}`, m{"y": l{nil, nil, nil, int64(12)}}, ""},
+		{"padding then a member", `{"$.y[1].name": "b"}`, m{"y": l{nil, m{"name": "b"}}}, ""},
+		{"negative out of range", `{"l": [1], "$.l[-3]": 5}`, nil, `spec.x["$.l[-3]"]: cannot set $.l[-3]: index -3 out of range`},
+		{"index too large", `{"$.l[65536]": 5}`, nil, `index 65536 exceeds the largest settable index 65535`},
+		{"root setter", `{"$.": "$.metadata.labels"}`, m{"app": "web", "tier": "frontend"}, ""},
+		{"root setter then setters and plain keys", `{"$.": "$.metadata.labels", "$.tier": "backend", "kind": "$.kind"}`,
+			m{"app": "web", "tier": "backend", "kind": "Pod"}, ""},
+		{"root setter of a literal map", `{"$.": {"a": 1}}`, m{"a": int64(1)}, ""},
+		{"root setter of a non-map", `{"$.": "$.kind"}`, nil, `spec.x["$."]: cannot set $.: the value must be a map, got string`},
+		{"root setter of null", `{"$.": "$.nope"}`, nil, `cannot set $.: the value must be a map, got null`},
+		{"bare root setter", `{"$": 1}`, nil, `invalid setter "$": must start with a member name ("$." sets the whole object)`},
 		{"not a map", `{"a": 1, "$.a.b": 2}`, nil, `cannot set $.a.b: $["a"] is of type int, not a map`},
 		{"non-singular", `{"$.a[*]": 1}`, nil, `only name and index segments`},
 		{"local root", `{"$$.a": 1}`, nil, `cannot set into the local subject`},
@@ -176,6 +191,45 @@ func TestSetterKeys(t *testing.T) {
 	}
 	if _, ok := subject.(m)["metadata"].(m)["labels"].(m)["new"]; ok {
 		t.Fatal("setter modified the subject")
+	}
+}
+
+// TestRootSetter: ParseSetter("$.") replaces the content of the object it
+// is given (Δ-controller's root setter), without sharing or losing members
+// when the value is the object itself.
+func TestRootSetter(t *testing.T) {
+	s, err := ParseSetter("$.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.String() != "$." {
+		t.Fatalf("String() = %q", s.String())
+	}
+	obj := m{"old": 1, "keep": "no"}
+	if err := s.Set(obj, m{"a": int64(1), "b": m{"c": "d"}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := (m{"a": int64(1), "b": m{"c": "d"}}); !reflect.DeepEqual(obj, want) {
+		t.Fatalf("got %#v, want %#v", obj, want)
+	}
+	if err := s.Set(obj, obj); err != nil {
+		t.Fatal(err)
+	}
+	if want := (m{"a": int64(1), "b": m{"c": "d"}}); !reflect.DeepEqual(obj, want) {
+		t.Fatalf("set to itself: got %#v, want %#v", obj, want)
+	}
+	for _, bad := range []any{"x", l{int64(1)}, nil, int64(3)} {
+		err := s.Set(obj, bad)
+		var ee *Error
+		if err == nil || !errors.As(err, &ee) || !strings.Contains(err.Error(), "the value must be a map") {
+			t.Fatalf("Set(%#v) = %v, want an *Error about a map", bad, err)
+		}
+	}
+	if want := (m{"a": int64(1), "b": m{"c": "d"}}); !reflect.DeepEqual(obj, want) {
+		t.Fatalf("failed set changed the object: %#v", obj)
+	}
+	if _, err := ParseSetter("$$."); err == nil {
+		t.Fatal(`ParseSetter("$$.") accepted`)
 	}
 }
 

@@ -239,6 +239,15 @@ func (m *mapExpr) Path() string { return m.path }
 
 func (m *mapExpr) Eval(ctx *Context) (any, error) {
 	out := make(map[string]any, len(m.keys)+len(m.setters))
+	setters := m.setters
+	// The root setter "$." (first in key order) sets the base map that the
+	// plain keys and the other setters then write into.
+	if len(setters) > 0 && setters[0].setter.isRoot() {
+		if err := m.applySetter(out, setters[0], ctx); err != nil {
+			return nil, err
+		}
+		setters = setters[1:]
+	}
 	for i, k := range m.keys {
 		v, err := m.vals[i].Eval(ctx)
 		if err != nil {
@@ -246,16 +255,23 @@ func (m *mapExpr) Eval(ctx *Context) (any, error) {
 		}
 		out[k] = v
 	}
-	for _, s := range m.setters {
-		v, err := s.value.Eval(ctx)
-		if err != nil {
+	for _, s := range setters {
+		if err := m.applySetter(out, s, ctx); err != nil {
 			return nil, err
-		}
-		if err := s.setter.set(out, v); err != nil {
-			return nil, &Error{Path: s.path, Err: err}
 		}
 	}
 	return out, nil
+}
+
+func (m *mapExpr) applySetter(out map[string]any, s mapSetter, ctx *Context) error {
+	v, err := s.value.Eval(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.setter.set(out, v); err != nil {
+		return &Error{Path: s.path, Err: err}
+	}
+	return nil
 }
 
 // argForm says how an operator's argument spec maps to its arguments.

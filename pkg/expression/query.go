@@ -63,6 +63,11 @@ func parseQuery(text, path string) (*Query, error) {
 	if !strings.HasPrefix(src, "$") {
 		return nil, newError(path, "", "invalid JSONPath %q: must start with $", text)
 	}
+	if src == rootDot {
+		// "$." and "$$." are the whole subject (Δ-controller's spelling
+		// of the root; RFC 9535 has "$").
+		src = "$"
+	}
 	jp, err := jsonpath.Parse(src)
 	if err != nil {
 		return nil, newError(path, "", "invalid JSONPath %q: %v", text, err)
@@ -192,6 +197,10 @@ func walk(v any, segs []Segment) (any, bool) {
 	return v, true
 }
 
+// rootDot is Δ-controller's spelling of the root: as a query "$." (and
+// "$$.") is the whole subject, as a setter key it is the whole result.
+const rootDot = "$."
+
 // Setter writes a value at a singular JSONPath location into an object.
 type Setter interface {
 	// Set writes value at the setter's location in obj. obj itself is
@@ -200,18 +209,29 @@ type Setter interface {
 	// objects are never changed. Missing or null intermediate members are
 	// created: a map before a name segment, an empty list before an index
 	// segment. An index segment may address an existing element (negative
-	// indexes count from the end) or the position just past the end, which
-	// appends. Set fails with an *Error when an intermediate value has the
-	// wrong type or an index is out of range.
+	// indexes count from the end) or any position at or past the end: the
+	// list is padded with nulls up to that position. The root setter "$."
+	// replaces the whole content of obj with value, which must be a map
+	// (its members are copied into obj, not deep-copied). Set fails with an
+	// *Error when an intermediate value has the wrong type, a negative index
+	// is out of range, an index exceeds 65535, or "$." is given a
+	// value that is not a map.
 	Set(obj map[string]any, value any) error
 	// String returns the JSONPath text.
 	String() string
 }
 
+// maxSetterIndex is the largest list index a setter writes: padding a list
+// with nulls up to a larger index is refused, so that a typo such as
+// `$.y[100000000]` fails instead of allocating gigabytes.
+const maxSetterIndex = 1<<16 - 1
+
 // ParseSetter compiles a setter from a JSONPath rooted at "$" made only of
 // name and index segments whose first segment is a name, e.g. `$.a.b`,
-// `$.a["x.y"]`, `$.spec.list[0]` (RFC 9535 syntax). It fails with an *Error
-// for invalid JSONPath, non-singular paths, a "$$" root and the bare "$".
+// `$.a["x.y"]`, `$.spec.list[0]` (RFC 9535 syntax), or from "$." which
+// stands for the whole object (Δ-controller's root setter: Set replaces the
+// object's content with a map). It fails with an *Error for invalid
+// JSONPath, non-singular paths, a "$$" root and the bare "$".
 func ParseSetter(path string) (Setter, error) {
 	return parseSetter(path, "")
 }
@@ -220,6 +240,9 @@ func parseSetter(text, path string) (*setter, error) {
 	if strings.HasPrefix(text, "$$") {
 		return nil, newError(path, "", "invalid setter %q: cannot set into the local subject", text)
 	}
+	if text == rootDot {
+		return &setter{text: text}, nil
+	}
 	q, err := parseQuery(text, path)
 	if err != nil {
 		return nil, err
@@ -227,18 +250,25 @@ func parseSetter(text, path string) (*setter, error) {
 	if !q.singular {
 		return nil, newError(path, "", "invalid setter %q: only name and index segments are allowed", text)
 	}
-	if len(q.segs) == 0 || q.segs[0].IsIndex {
+	if len(q.segs) == 0 {
+		return nil, newError(path, "", "invalid setter %q: must start with a member name (\"$.\" sets the whole object)", text)
+	}
+	if q.segs[0].IsIndex {
 		return nil, newError(path, "", "invalid setter %q: must start with a member name", text)
 	}
 	return &setter{text: text, segs: q.segs}, nil
 }
 
+// setter writes at segs; with no segs it is the root setter "$.".
 type setter struct {
 	text string
 	segs []Segment
 }
 
 func (s *setter) String() string { return s.text }
+
+// isRoot reports whether s is the root setter "$.".
+func (s *setter) isRoot() bool { return len(s.segs) == 0 }
 
 func (s *setter) Set(obj map[string]any, value any) error {
 	if obj == nil {
@@ -251,6 +281,17 @@ func (s *setter) Set(obj map[string]any, value any) error {
 }
 
 func (s *setter) set(obj map[string]any, value any) error {
+	if s.isRoot() {
+		m, ok := value.(map[string]any)
+		if !ok {
+			return fmt.Errorf("cannot set %s: the value must be a map, got %s", s.text, typeName(value))
+		}
+		// Clone first: value may be obj itself or share it.
+		m = maps.Clone(m)
+		clear(obj)
+		maps.Copy(obj, m)
+		return nil
+	}
 	first := s.segs[0].Name
 	v, err := s.setIn(obj[first], s.segs[1:], value, 1)
 	if err != nil {
@@ -298,14 +339,15 @@ func (s *setter) setIn(cur any, segs []Segment, value any, depth int) (any, erro
 	if i < 0 {
 		i += len(l)
 	}
-	if i < 0 || i > len(l) {
+	if i < 0 {
 		return nil, fmt.Errorf("cannot set %s: index %d out of range for list of length %d", s.text, seg.Index, len(l))
 	}
-	out := make([]any, len(l), len(l)+1)
-	copy(out, l)
-	if i == len(l) {
-		out = append(out, nil)
+	if i > maxSetterIndex {
+		return nil, fmt.Errorf("cannot set %s: index %d exceeds the largest settable index %d", s.text, seg.Index, maxSetterIndex)
 	}
+	// Past the end: pad with nulls up to i (Δ-controller's rule).
+	out := make([]any, max(len(l), i+1))
+	copy(out, l)
 	v, err := s.setIn(out[i], segs[1:], value, depth+1)
 	if err != nil {
 		return nil, err
