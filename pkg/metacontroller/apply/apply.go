@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	sigsjson "sigs.k8s.io/json"
 )
@@ -105,6 +106,11 @@ func mergeMap(out, last, desired map[string]any) map[string]any {
 		if last != nil {
 			lv = last[k]
 		}
+		if _, ok := out[k]; !ok && lv != nil && isZero(dv) && Equal(lv, dv) {
+			// Settled: the API server drops zero values of optional
+			// fields (false, 0, "", {}, []) when it stores them.
+			continue
+		}
 		out[k] = mergeValue(out[k], lv, dv)
 	}
 	for k := range last {
@@ -133,10 +139,117 @@ func mergeValue(obs, last, desired any) any {
 		if key := listKey(o, l, d); key != "" {
 			return mergeList(o, l, d, key)
 		}
+		if l != nil && Equal(l, d) && covers(o, d) {
+			// Settled: the hook still wants what it applied last, and
+			// the observed list holds all of it plus what the API
+			// server (defaulting, admission) added.
+			return o
+		}
 		return runtime.DeepCopyJSONValue(d)
 	default:
+		if last != nil && Equal(last, d) && sameQuantity(obs, d) {
+			// Settled: the API server stored the applied quantity in
+			// its canonical form ("1000m" as "1").
+			return obs
+		}
 		return d
 	}
+}
+
+// covers reports whether observed holds everything desired sets: equal
+// scalars, maps with every desired key covered, and lists whose desired
+// items are covered, in order, by distinct observed items (extra observed
+// items, anywhere, are allowed).
+func covers(observed, desired any) bool {
+	switch d := desired.(type) {
+	case map[string]any:
+		o, ok := observed.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, dv := range d {
+			ov, ok := o[k]
+			if !ok && isZero(dv) {
+				continue
+			}
+			if !ok || !covers(ov, dv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		o, ok := observed.([]any)
+		if !ok {
+			return false
+		}
+		i := 0
+		for _, dv := range d {
+			for i < len(o) && !covers(o[i], dv) {
+				i++
+			}
+			if i == len(o) {
+				return false
+			}
+			i++
+		}
+		return true
+	default:
+		return Equal(observed, desired)
+	}
+}
+
+// isZero reports whether v is the zero value of its JSON type, which the
+// API server omits when it stores an optional field: false, 0, "", an
+// empty map or an empty list.
+func isZero(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return !x
+	case string:
+		return x == ""
+	case int64:
+		return x == 0
+	case int:
+		return x == 0
+	case float64:
+		return x == 0
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	}
+	return false
+}
+
+// sameQuantity reports whether a and b are two spellings of one
+// resource.Quantity (Kubernetes' canonical number format, used for
+// resources, limits and capacities): "1000m" and "1", "0.5" and "500m".
+// Values that are not quantities are never the same here.
+func sameQuantity(a, b any) bool {
+	qa, ok := quantityOf(a)
+	if !ok {
+		return false
+	}
+	qb, ok := quantityOf(b)
+	return ok && qa.Cmp(qb) == 0
+}
+
+func quantityOf(v any) (resource.Quantity, bool) {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case int64:
+		s = strconv.FormatInt(x, 10)
+	case int:
+		s = strconv.Itoa(x)
+	case float64:
+		s = strconv.FormatFloat(x, 'f', -1, 64)
+	default:
+		return resource.Quantity{}, false
+	}
+	q, err := resource.ParseQuantity(s)
+	return q, err == nil
 }
 
 // listKey returns the merge key of an associative list, or "" for a list

@@ -74,6 +74,59 @@ func TestMerge(t *testing.T) {
 		observed: `{"a":{"b":1}}`,
 		desired:  `{"a":"s"}`,
 		want:     `{"a":"s"}`,
+	}, {
+		name:     "a list the API server extended is settled when the hook still wants the same",
+		observed: `{"tolerations":[{"key":"nodeType","operator":"Equal","value":"crawling","effect":"NoSchedule"},{"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute","tolerationSeconds":300}]}`,
+		last:     `{"tolerations":[{"key":"nodeType","operator":"Equal","value":"crawling","effect":"NoSchedule"}]}`,
+		desired:  `{"tolerations":[{"key":"nodeType","operator":"Equal","value":"crawling","effect":"NoSchedule"}]}`,
+		want:     `{"tolerations":[{"key":"nodeType","operator":"Equal","value":"crawling","effect":"NoSchedule"},{"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute","tolerationSeconds":300}]}`,
+	}, {
+		name:     "a changed list replaces the extended one",
+		observed: `{"finalizers":["a","server"]}`,
+		last:     `{"finalizers":["a"]}`,
+		desired:  `{"finalizers":["b"]}`,
+		want:     `{"finalizers":["b"]}`,
+	}, {
+		name:     "a list someone else shortened is restored",
+		observed: `{"args":["a"]}`,
+		last:     `{"args":["a","b"]}`,
+		desired:  `{"args":["a","b"]}`,
+		want:     `{"args":["a","b"]}`,
+	}, {
+		name:     "a list without last applied is replaced",
+		observed: `{"finalizers":["a","server"]}`,
+		desired:  `{"finalizers":["a"]}`,
+		want:     `{"finalizers":["a"]}`,
+	}, {
+		name:     "a quantity stored in canonical form is settled",
+		observed: `{"limits":{"cpu":"1","memory":"1Gi"}}`,
+		last:     `{"limits":{"cpu":"1000m","memory":"1024Mi"}}`,
+		desired:  `{"limits":{"cpu":"1000m","memory":"1024Mi"}}`,
+		want:     `{"limits":{"cpu":"1","memory":"1Gi"}}`,
+	}, {
+		name:     "a changed quantity is written",
+		observed: `{"limits":{"cpu":"1"}}`,
+		last:     `{"limits":{"cpu":"1000m"}}`,
+		desired:  `{"limits":{"cpu":"500m"}}`,
+		want:     `{"limits":{"cpu":"500m"}}`,
+	}, {
+		name:     "a scalar someone else changed is restored",
+		observed: `{"replicas":5,"image":"other"}`,
+		last:     `{"replicas":3,"image":"mine"}`,
+		desired:  `{"replicas":3,"image":"mine"}`,
+		want:     `{"replicas":3,"image":"mine"}`,
+	}, {
+		name:     "zero values the API server dropped are settled",
+		observed: `{"spec":{"resources":{}}}`,
+		last:     `{"spec":{"hostNetwork":false,"env":[],"resources":{"limits":{}},"nodeName":""}}`,
+		desired:  `{"spec":{"hostNetwork":false,"env":[],"resources":{"limits":{}},"nodeName":""}}`,
+		want:     `{"spec":{"resources":{}}}`,
+	}, {
+		name:     "a new zero value is written",
+		observed: `{"spec":{}}`,
+		last:     `{"spec":{}}`,
+		desired:  `{"spec":{"paused":false}}`,
+		want:     `{"spec":{"paused":false}}`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := doc(t, tc.observed)

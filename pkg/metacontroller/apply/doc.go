@@ -13,4 +13,14 @@
 // containerPort, port, mountPath, devicePath, ip, type, topologyKey; the
 // first that every item has) is merged item by item on that key, as
 // strategic merge patch does for the built-in kinds.
+//
+// A field the hook still sets to what it applied last is settled when the
+// API server only rendered it its own way, so that defaulting and admission
+// never cause a write (or, with the Recreate strategies, a delete): a list
+// replaced as a whole that the server extended (admission adds tolerations
+// to a Pod; the observed list holds every desired item, in order, plus
+// others), a resource.Quantity stored in canonical form ("1000m" as "1"),
+// and a zero value (false, 0, "", {}, []) the server dropped. When the
+// hook's value changes, or someone else removes or edits what it set, the
+// desired value is written again.
 package apply
