@@ -37,6 +37,9 @@ type Pipeline struct {
 	opts    Options
 	join    *joinStage // nil with a single source
 	stages  []stage
+	// secretSource: one source kind is Secret, whose core Secrets are
+	// decoded on entry (see DecodeSecret).
+	secretSource bool
 }
 
 // stage is a compiled unary stage.
@@ -76,6 +79,9 @@ const (
 // an unknown stage, a stage that is not a single-key map, a wrong argument
 // shape, an invalid expression, a missing or misplaced @join, duplicate or
 // empty source kinds.
+//
+// A source of kind "Secret" gets its core Secrets decoded on entry by
+// Process and Evaluate (see DecodeSecret).
 func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 	if len(sources) == 0 {
 		return nil, &expression.Error{Path: opts.Path, Err: errors.New("a pipeline needs at least one source")}
@@ -88,7 +94,7 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 			return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("duplicate source kind %q", s)}
 		}
 	}
-	p := &Pipeline{sources: slices.Clone(sources), opts: opts}
+	p := &Pipeline{sources: slices.Clone(sources), opts: opts, secretSource: slices.Contains(sources, secretKind)}
 
 	var specs []any
 	var paths []string
@@ -235,6 +241,7 @@ func (p *Pipeline) Evaluate(state map[string]*dbsp.ZSet) (*dbsp.ZSet, error) {
 }
 
 func (p *Pipeline) run(in map[string]*dbsp.ZSet, incremental bool) (*dbsp.ZSet, error) {
+	in = p.decodeSecrets(in)
 	var errs []error
 	var cur *dbsp.ZSet
 	max := 0

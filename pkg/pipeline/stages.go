@@ -65,9 +65,12 @@ func compileSelect(arg any, path string) (dbsp.Operator, error) {
 }
 
 // compileProject compiles `@project <map | list of maps>` to a lifted map
-// (linear). The map form evaluates the map expression on the document; the
-// list form evaluates each step on the previous step's result. Every step
-// must evaluate to a map.
+// (linear). The map form evaluates the map expression on the document and
+// the result is the output. The list form edits one result in sequence, as
+// Δ-controller's "sequential transformation" does: the result starts empty,
+// every step is evaluated on the stage's input document (so `$` is the input
+// in every step, never an earlier step's result) and merged into the result
+// with mergeStep. Every step must evaluate to a map.
 func compileProject(arg any, path string) (dbsp.Operator, error) {
 	var steps []expression.Expression
 	var paths []string
@@ -97,9 +100,9 @@ func compileProject(arg any, path string) (dbsp.Operator, error) {
 		return nil, &expression.Error{Path: path, Op: opProject, Err: fmt.Errorf("argument must be a map or a list of maps, got %s", typeName(arg))}
 	}
 	return dbsp.NewMap(func(doc dbsp.Document) (dbsp.Document, error) {
-		cur := doc
+		var out map[string]any
 		for i, step := range steps {
-			v, err := eval(step, cur)
+			v, err := eval(step, doc)
 			if err != nil {
 				return nil, docError(err, doc)
 			}
@@ -107,10 +110,51 @@ func compileProject(arg any, path string) (dbsp.Operator, error) {
 			if !ok {
 				return nil, docError(&expression.Error{Path: paths[i], Op: opProject, Err: fmt.Errorf("result must be a map, got %s", typeName(v))}, doc)
 			}
-			cur = m
+			if out == nil {
+				out = m
+				continue
+			}
+			out = mergeStep(out, m).(map[string]any)
 		}
-		return cur, nil
+		return out, nil
 	}), nil
+}
+
+// mergeStep returns the result of merging a list-form @project step's
+// value src into the result dst, with the rules of Δ-controller's
+// sequential transformation: two maps merge key by key (recursively, a key
+// only in one of them is kept as it is), two lists are concatenated (dst's
+// elements first), and any other src (a scalar, null, or a value of another
+// type than dst's) replaces dst. Neither argument is modified: maps and
+// lists along the merged paths are copied.
+func mergeStep(dst, src any) any {
+	switch s := src.(type) {
+	case map[string]any:
+		d, ok := dst.(map[string]any)
+		if !ok {
+			return src
+		}
+		out := maps.Clone(d)
+		if out == nil {
+			out = map[string]any{}
+		}
+		for k, v := range s {
+			if old, ok := out[k]; ok {
+				out[k] = mergeStep(old, v)
+			} else {
+				out[k] = v
+			}
+		}
+		return out
+	case []any:
+		d, ok := dst.([]any)
+		if !ok {
+			return src
+		}
+		out := make([]any, 0, len(d)+len(s))
+		return append(append(out, d...), s...)
+	}
+	return src
 }
 
 // pathArg is a compiled singular JSONPath argument with its setter.
@@ -267,8 +311,9 @@ func memberKey(v any) string { return v.(*member).key }
 // groupValues returns the first member document of a group (nil if there
 // is none) and the non-null member values, in the group's order
 // (memberKey), each repeated by its (positive) weight. Members of zero or
-// negative weight are skipped.
-func groupValues(ms []dbsp.Member) (dbsp.Document, []any) {
+// negative weight are skipped; with valued, so are members whose value is
+// null (the first document is then the first member with a value).
+func groupValues(ms []dbsp.Member, valued bool) (dbsp.Document, []any) {
 	var first dbsp.Document
 	n := 0
 	for _, m := range ms {
@@ -281,10 +326,14 @@ func groupValues(ms []dbsp.Member) (dbsp.Document, []any) {
 		if m.Weight <= 0 {
 			continue
 		}
+		v := m.Value.(*member).value
+		if valued && v == nil {
+			continue
+		}
 		if first == nil {
 			first = m.Doc
 		}
-		if v := m.Value.(*member).value; v != nil {
+		if v != nil {
 			for range m.Weight {
 				values = append(values, v)
 			}
@@ -295,9 +344,11 @@ func groupValues(ms []dbsp.Member) (dbsp.Document, []any) {
 
 // compileGather compiles `@gather [key, value]` (alias @mux) to an
 // incremental grouped aggregate: documents are grouped by the key
-// expression (null keys are dropped); each group yields its first document
-// (see memberKey) with the list of the group members' non-null values at
-// the value path (a singular JSONPath) set at that path.
+// expression (null keys are dropped); members whose value at the value
+// path (a singular JSONPath) is missing or null are skipped, as in
+// Δ-controller, and each group with at least one other member yields its
+// first such member (see memberKey) with the list of the members' values set
+// at that path. A group whose members all lack the value yields nothing.
 func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
 	key, value, valuePath, err := groupArgs(arg, path, name)
 	if err != nil {
@@ -309,7 +360,7 @@ func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
 	}
 	get := func(doc dbsp.Document) (any, error) { return pa.get(doc), nil }
 	return dbsp.NewGroupBy(groupKey(key), newMember(get), func(_ any, ms []dbsp.Member) (dbsp.Document, error) {
-		first, values := groupValues(ms)
+		first, values := groupValues(ms, true)
 		if first == nil {
 			return nil, nil
 		}
@@ -337,7 +388,7 @@ func compileGroupBy(arg any, path string) (dbsp.Operator, error) {
 	}
 	get := func(doc dbsp.Document) (any, error) { return eval(val, doc) }
 	return dbsp.NewGroupBy(groupKey(key), newMember(get), func(k any, ms []dbsp.Member) (dbsp.Document, error) {
-		first, values := groupValues(ms)
+		first, values := groupValues(ms, false)
 		if first == nil {
 			return nil, nil
 		}

@@ -308,10 +308,12 @@ func sortVerbs(set map[string]bool) []string {
 }
 
 // WritesStatus reports whether the output of a pipeline (its raw JSON spec)
-// sets a top-level status: the last map of the last @project stage has a
-// "status" key or a "$.status..." setter, or, when no @project reshapes the
-// document, the output is the source object itself. A @groupBy or @join with
-// nothing reshaping after it yields no status.
+// sets a top-level status: the last @project stage has a "status" key or a
+// "$.status..." setter (in its map, or in any step of its list form, whose
+// steps all merge into the output), or a "$." setter copying a whole
+// document, or, when no @project reshapes the document, the output is the
+// source object itself. A @groupBy or @join with nothing reshaping after it
+// yields no status.
 func WritesStatus(raw []byte) (bool, error) {
 	if len(raw) == 0 {
 		return true, nil
@@ -338,17 +340,16 @@ func WritesStatus(raw []byte) (bool, error) {
 		for name, arg := range m {
 			switch name {
 			case "@project":
-				step := arg
-				if l, ok := arg.([]any); ok && len(l) > 0 {
-					step = l[len(l)-1]
+				steps := []any{arg}
+				if l, ok := arg.([]any); ok {
+					steps = l
 				}
-				sm, ok := step.(map[string]any)
-				if !ok {
-					return false, nil
-				}
-				for k := range sm {
-					if k == "status" || k == "$.status" || strings.HasPrefix(k, "$.status.") || strings.HasPrefix(k, "$.status[") || strings.HasPrefix(k, "$['status']") {
-						return true, nil
+				for _, step := range steps {
+					sm, _ := step.(map[string]any)
+					for k := range sm {
+						if k == "status" || k == "$." || k == "$.status" || strings.HasPrefix(k, "$.status.") || strings.HasPrefix(k, "$.status[") || strings.HasPrefix(k, "$['status']") {
+							return true, nil
+						}
 					}
 				}
 				return false, nil
