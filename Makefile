@@ -6,15 +6,21 @@ K8S_BIN   := $(BIN)/k8s
 HELM      := $(BIN)/helm
 GOFILES   := $(shell find . -name '*.go' -not -path './bin/*' -not -path './hack/kube/*' -not -path './hack/tools/*')
 
-.PHONY: all build test unit vet fmt-check demo eval-demo kube-binaries tools chart-lint manifests docs-picture generate clean help
+TIMED     := $(CURDIR)/hack/timed.sh
+
+.PHONY: all build test unit vet fmt-check demo eval-demo kube-binaries tools chart-lint manifests docs-picture generate clean help prereqs
 
 all: build
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
 
-build: ## Build bin/dctl
-	$(GO) build -o $(DCTL) ./cmd/dctl
+prereqs: ## Check that Go (go.mod's version or newer), make, curl and openssl are installed
+	@GO=$(GO) hack/prereqs.sh
+
+build: prereqs ## Build bin/dctl
+	@$(TIMED) "building bin/dctl" "under a minute; 2-3 minutes the first time, while Go modules download" \
+		$(GO) build -o $(DCTL) ./cmd/dctl
 
 generate: ## Regenerate deepcopy code and CRDs with controller-gen
 	$(GO) tool controller-gen object paths=./api/...
@@ -30,7 +36,7 @@ fmt-check: ## Fail when a Go file is not gofmt-formatted
 unit: ## Unit, property, golden, fuzz-seed and end-to-end tests
 	$(GO) test -count=1 -timeout 30m ./...
 
-test: fmt-check vet kube-binaries tools unit ## Everything CI runs (builds the control plane once)
+test: prereqs fmt-check vet kube-binaries tools unit ## Everything CI runs (builds the control plane once)
 
 demo: build kube-binaries ## Getting started on a local control plane: dctl start, the pod annotator, kubectl
 	hack/demo.sh
@@ -41,12 +47,16 @@ eval-demo: build ## Run the pod annotator offline with dctl eval (no cluster)
 
 kube-binaries: $(K8S_BIN)/kube-apiserver $(K8S_BIN)/etcd $(K8S_BIN)/kubectl ## Build kube-apiserver, etcd and kubectl into bin/k8s
 
-$(K8S_BIN)/kube-apiserver: hack/kube/go.mod hack/kube/go.sum
-	cd hack/kube && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
-$(K8S_BIN)/kubectl: hack/kube/go.mod hack/kube/go.sum
-	cd hack/kube && $(GO) build -o $@ k8s.io/kubernetes/cmd/kubectl
-$(K8S_BIN)/etcd: hack/kube/go.mod hack/kube/go.sum
-	cd hack/kube && $(GO) build -o $@ go.etcd.io/etcd/server/v3
+# Built from source through the Go module proxy, once: later runs reuse bin/k8s.
+$(K8S_BIN)/kube-apiserver: hack/kube/go.mod hack/kube/go.sum | prereqs
+	@cd hack/kube && $(TIMED) "building kube-apiserver from source into bin/k8s, only the first time" "about 5 minutes on 2 cores, longer while modules download" \
+		$(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+$(K8S_BIN)/kubectl: hack/kube/go.mod hack/kube/go.sum | prereqs
+	@cd hack/kube && $(TIMED) "building kubectl from source into bin/k8s, only the first time" "about 2 minutes on 2 cores" \
+		$(GO) build -o $@ k8s.io/kubernetes/cmd/kubectl
+$(K8S_BIN)/etcd: hack/kube/go.mod hack/kube/go.sum | prereqs
+	@cd hack/kube && $(TIMED) "building etcd from source into bin/k8s, only the first time" "about 30 seconds on 2 cores" \
+		$(GO) build -o $@ go.etcd.io/etcd/server/v3
 
 tools: $(HELM) ## Build helm into bin/ (from hack/tools, a separate Go module)
 
@@ -55,8 +65,9 @@ tools: $(HELM) ## Build helm into bin/ (from hack/tools, a separate Go module)
 HELM_LDFLAGS := -X helm.sh/helm/v3/internal/version.version=v3.22.0 \
 	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 \
 	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37
-$(HELM): hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && $(GO) build -ldflags '$(HELM_LDFLAGS)' -o $@ helm.sh/helm/v3/cmd/helm
+$(HELM): hack/tools/go.mod hack/tools/go.sum | prereqs
+	@cd hack/tools && $(TIMED) "building helm into bin/, only the first time" "about 2 minutes on 2 cores" \
+		$(GO) build -ldflags '$(HELM_LDFLAGS)' -o $@ helm.sh/helm/v3/cmd/helm
 
 chart-lint: tools ## helm lint and helm template the chart (the tests also apply it to a control plane)
 	$(HELM) lint --strict charts/dcontroller

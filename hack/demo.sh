@@ -19,7 +19,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+# step names the next step and says how long the previous one took.
+STEP_START=""
+step() {
+  [[ -n "$STEP_START" ]] && printf '    (%ds)\n' $((SECONDS - STEP_START))
+  STEP_START=$SECONDS
+  printf '\n\033[1m==> %s\033[0m\n' "$*"
+}
 k() { "$KUBECTL" --kubeconfig "$WORK/cluster/kubeconfig" "$@"; }
 
 wait_for() { # description command...
@@ -85,4 +91,4 @@ step "Cleaning up"
 k delete pod net-debug net-debug-2
 k -n kube-system delete pod etcd
 k delete operators.dcontroller.io pod-container-num-annotator
-echo "demo finished"
+echo "demo finished in ${SECONDS}s"

@@ -1,0 +1,4 @@
+// Package build tests the project's build scripts under hack/: the
+// prerequisite check that make runs first and the wrapper that announces
+// and times long build steps.
+package build
