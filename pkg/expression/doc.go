@@ -66,7 +66,7 @@
 // Conversion: @string, @int, @float, @bool.
 //
 // Utility: @exists (a query selects a non-null value), @isnil, @hash (6
-// base36 characters of the SHA-256 of the canonical JSON), @rnd [min, max),
+// base36 characters of the MD5 of the JSON, as Δ-controller), @rnd [min, max),
 // @now (RFC 3339 UTC), @selector [selector, labels] (Kubernetes label
 // selector semantics), @cel "expr" (CEL, github.com/google/cel-go, with
 // self bound to the subject: $$ inside a list operator's per-element

@@ -1,9 +1,11 @@
 package expression
 
 import (
+	"crypto/md5"
 	"encoding/json"
 	"errors"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -525,7 +527,9 @@ func TestUtility(t *testing.T) {
 		{"exists local", `{"@map": ["$$.name", {"@filter": [{"@exists": "$$.ports[0]"}, "$.spec.containers"]}]}`, l{"container-1"}, ""},
 		{"isnil", `{"@isnil": "$.nope"}`, true, ""},
 		{"isnil false", `{"@isnil": "$.kind"}`, false, ""},
-		{"hash", `{"@hash": "x"}`, hashString(`"x"`), ""},
+		{"hash map", `{"@hash": {"@noop": {"a": 1}}}`, "b3gen2", ""},
+		{"hash string", `{"@hash": "hello"}`, "5k5yl4", ""},
+		{"hash sorted keys", `{"@hash": {"@noop": {"port": 80, "name": "web"}}}`, "dvz803", ""},
 		{"hash numbers by value", `{"@eq": [{"@hash": {"@noop": {"a": 1, "b": 2}}}, {"@hash": {"@noop": {"b": 2.0, "a": 1}}}]}`, true, ""},
 		{"hash differs", `{"@eq": [{"@hash": {"@noop": {"a": 1, "b": 2}}}, {"@hash": {"@noop": {"a": 1, "b": 3}}}]}`, false, ""},
 		{"hash key order", `{"@eq": [{"@hash": {"@noop": {"a": 1, "b": 2}}}, {"@hash": {"@noop": {"b": 2, "a": 1}}}]}`, true, ""},
@@ -628,24 +632,55 @@ func TestRndNowDeterministic(t *testing.T) {
 	}
 }
 
+// TestHash checks @hash against Δ-controller's values: the first 6 base36
+// digits of the MD5 of the Go JSON encoding (sorted keys).
 func TestHash(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{m{"a": int64(1)}, "b3gen2"},
+		{"hello", "5k5yl4"},
+		{m{"name": "web", "port": int64(80)}, "dvz803"},
+		{m{"name": "web", "port": 80.0}, "dvz803"},
+	} {
+		got, err := opHash(nil, tc.v)
+		if err != nil || got != tc.want {
+			t.Errorf("@hash %#v = %v, %v; want %q", tc.v, got, err, tc.want)
+		}
+	}
 	got, err := Eval(mustParse(t, `{"@hash": "$.metadata"}`), pod(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := got.(string)
-	if len(s) != 6 || strings.Trim(s, "0123456789abcdefghijklmnopqrstuvwxyz") != "" {
-		t.Fatalf("hash %q is not 6 base36 characters", s)
+	js, _ := json.Marshal(pod(t).(m)["metadata"])
+	if want := hashBytes(js); got != want {
+		t.Fatalf("@hash $.metadata = %v, want %q", got, want)
 	}
-	// Stable across runs: the digest of "x" is fixed by SHA-256.
-	if h := hashString(`"x"`); h != hashString(`"x"`) || len(h) != 6 {
-		t.Fatalf("bad hash %q", h)
+	// Non-finite floats, which JSON cannot encode, still hash.
+	if h, err := opHash(nil, math.NaN()); err != nil || len(h.(string)) != 6 {
+		t.Fatalf("@hash NaN = %v, %v", h, err)
 	}
-	// Zero padding.
+	// An MD5 below 36^24 has fewer than 25 base36 digits: it is zero-padded
+	// on the left, so its hash starts with "0".
+	padded := 0
 	for i := range 2000 {
-		if h := hashString(strings.Repeat("a", i)); len(h) != 6 {
-			t.Fatalf("hash %q has length %d", h, len(h))
+		b := []byte(strings.Repeat("a", i))
+		sum := md5.Sum(b)
+		short := len(new(big.Int).SetBytes(sum[:]).Text(36)) < md5Base36Len
+		h := hashBytes(b)
+		if len(h) != hashLen || strings.Trim(h, "0123456789abcdefghijklmnopqrstuvwxyz") != "" {
+			t.Fatalf("hash %q is not 6 base36 characters", h)
 		}
+		if short {
+			padded++
+			if h[0] != '0' {
+				t.Fatalf("hash %q of a short MD5 is not zero-padded", h)
+			}
+		}
+	}
+	if padded == 0 {
+		t.Fatal("no short MD5 among the inputs")
 	}
 }
 

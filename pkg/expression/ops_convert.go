@@ -1,8 +1,9 @@
 package expression
 
 import (
-	"crypto/sha256"
-	binenc "encoding/binary"
+	"crypto/md5"
+	"encoding/json"
+	"math/big"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -145,18 +146,28 @@ func opIsNil(_ *call, v any) (any, error) { return v == nil, nil }
 // hashLen is the number of base36 digits of @hash.
 const hashLen = 6
 
-// opHash is a stable digest of its argument: the first 64 bits of the
-// SHA-256 of its canonical JSON (compact, sorted keys), reduced modulo
-// 36^6 and written as 6 lowercase base36 digits, zero-padded.
+// md5Base36Len is the number of base36 digits of a 128-bit MD5 sum.
+const md5Base36Len = 25
+
+// opHash is Δ-controller's @hash: the MD5 of the value's JSON encoding
+// (encoding/json: compact, map keys sorted, <, > and & escaped) read as a
+// big-endian 128-bit integer, written in lowercase base 36 zero-padded to 25
+// digits, of which the first 6 are kept. Values that encoding/json cannot
+// encode (NaN, ±Inf) are hashed from their canonical JSON (see @string).
 func opHash(_ *call, v any) (any, error) {
-	return hashString(canonicalJSON(v)), nil
+	js, err := json.Marshal(v)
+	if err != nil {
+		js = []byte(canonicalJSON(v))
+	}
+	return hashBytes(js), nil
 }
 
-func hashString(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	const mod = 36 * 36 * 36 * 36 * 36 * 36
-	h := strconv.FormatUint(binenc.BigEndian.Uint64(sum[:8])%mod, 36)
-	return strings.Repeat("0", hashLen-len(h)) + h
+// hashBytes returns the first hashLen base36 digits of the MD5 of b.
+func hashBytes(b []byte) string {
+	sum := md5.Sum(b)
+	h := new(big.Int).SetBytes(sum[:]).Text(36)
+	h = strings.Repeat("0", md5Base36Len-len(h)) + h
+	return h[:hashLen]
 }
 
 // opRnd implements @rnd [min, max): a uniformly distributed integer, from
