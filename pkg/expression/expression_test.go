@@ -137,7 +137,7 @@ func TestLiteralsAndQueries(t *testing.T) {
 		{"wildcard", `"$.spec.containers[*].name"`, l{"container-1", "container-2", "container-3"}, ""},
 		{"wildcard empty", `"$.spec.nope[*]"`, l{}, ""},
 		{"slice", `"$.status.counts[0:2]"`, l{int64(3), int64(1)}, ""},
-		{"filter", `"$.spec.containers[?@.image == 'my-container-3:v1'].name"`, l{"container-3"}, ""},
+		{"filter yields the first match", `"$.spec.containers[?@.image == 'my-container-3:v1'].name"`, "container-3", ""},
 		{"descendant", `"$..containerPort"`, l{int64(80), int64(443)}, ""},
 		{"whole subject", `{"@len": "$"}`, int64(5), ""},
 		{"whole subject dot", `{"@eq": ["$.", "$"]}`, true, ""},
@@ -193,6 +193,101 @@ func TestSetterKeys(t *testing.T) {
 	}
 	if _, ok := subject.(m)["metadata"].(m)["labels"].(m)["new"]; ok {
 		t.Fatal("setter modified the subject")
+	}
+}
+
+// conditionsJSON is a subject with Kubernetes status conditions, as the
+// filter queries in Δ-controller and kubectl manifests read them.
+const conditionsJSON = `{
+  "metadata": {"name": "web"},
+  "spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}, {"name": "c", "image": "x"}]},
+  "status": {"conditions": [
+    {"type": "Available", "status": "False", "reason": "Down"},
+    {"type": "Ready", "status": "True", "reason": "Up"},
+    {"type": "Ready", "status": "False", "reason": "Stale"}
+  ]}
+}`
+
+// TestFilterQueries: a query whose only non-singular selectors are filters
+// yields the first selected value or null (Δ-controller); wildcards, slices,
+// unions and descendant segments keep yielding the list; `in` tests
+// membership in a literal list.
+func TestFilterQueries(t *testing.T) {
+	subject := Normalize(decode(t, conditionsJSON))
+	cases := []evalCase{
+		{"kubectl spelling", `"$.status.conditions[?(@.type=='Ready')].status"`, "True", ""},
+		{"compared", `{"@eq": ["$.status.conditions[?(@.type=='Ready')].status", "True"]}`, true, ""},
+		{"RFC spelling", `"$.status.conditions[?@.type == 'Ready'].reason"`, "Up", ""},
+		{"double quotes", `"$.status.conditions[?(@.type==\"Available\")].reason"`, "Down", ""},
+		{"whole element", `"$.status.conditions[?(@.type=='Available')]"`, m{"type": "Available", "status": "False", "reason": "Down"}, ""},
+		{"no match is null", `"$.status.conditions[?(@.type=='Missing')].status"`, nil, ""},
+		{"no match compared", `{"@eq": ["$.status.conditions[?(@.type=='Missing')].status", null]}`, true, ""},
+		{"filter then index", `"$.spec[?@ != null][0].name"`, "a", ""},
+		{"two filters", `"$.status[?(@[0].type=='Available')][?(@.reason=='Stale')].type"`, "Ready", ""},
+		{"local subject", `{"@map": ["$$.conditions[?(@.status=='True')].type", ["$.status"]]}`, l{"Ready"}, ""},
+		{"exists", `{"@exists": "$.status.conditions[?(@.type=='Ready')]"}`, true, ""},
+		{"exists no match", `{"@exists": "$.status.conditions[?(@.type=='Missing')]"}`, false, ""},
+		{"wildcard keeps the list", `"$.spec.containers[*].name"`, l{"a", "b", "c"}, ""},
+		{"slice keeps the list", `"$.spec.containers[0:2].name"`, l{"a", "b"}, ""},
+		{"union keeps the list", `"$.spec.containers[0,2].name"`, l{"a", "c"}, ""},
+		{"descendant keeps the list", `"$..conditions[?(@.type=='Ready')].reason"`, l{"Up", "Stale"}, ""},
+		{"wildcard and filter keeps the list", `"$.spec.containers[*][?@ == 'x']"`, l{"x", "x"}, ""},
+		{"in", `"$.spec.containers[?(@.name in ['b','c'])].name"`, "b", ""},
+		{"in one element", `"$.spec.containers[?(@.name in ['c'])].name"`, "c", ""},
+		{"in no match", `"$.spec.containers[?(@.name in ['z'])].name"`, nil, ""},
+		{"in empty list", `"$.spec.containers[?(@.name in [])].name"`, nil, ""},
+		{"in with wildcard", `"$.spec.containers[?@.name in [\"a\", \"c\"]].image"`, "x", ""},
+		{"in all matches", `"$.spec.containers[*][?@ in ['x','y']]"`, l{"x", "y", "x"}, ""},
+		{"in combined", `"$.status.conditions[?(@.type in ['Ready', 'Available'] && @.status == 'False')].reason"`, "Down", ""},
+		{"in after or", `"$.status.conditions[?(@.type == 'Nope' || @.reason in ['Stale'])].status"`, "False", ""},
+		{"in negated", `"$.status.conditions[?!(@.type in ['Available'])].reason"`, "Up", ""},
+		{"in bracket operand", `"$.status.conditions[?@['reason'] in ['Up']].type"`, "Ready", ""},
+		{"in numbers", `{"@map": ["$$[?@ in [2, 3.5]]", [[1, 2, 3]]]}`, l{int64(2)}, ""},
+		{"in string with brackets and commas", `"$.status.conditions[?@.reason in ['a, ]b', 'Up']].type"`, "Ready", ""},
+		{"member named in", `"$.status.conditions[?!@.in].type"`, "Available", ""},
+		{"member named in compared", `{"@map": ["$$[?@.in == 'in'][\"in\"]", [[{"in": "x"}, {"in": "in"}]]]}`, l{"in"}, ""},
+		{"in needs a list", `"$.spec.containers[?(@.name in 'a')]"`, nil, `spec.x: invalid JSONPath "$.spec.containers[?(@.name in 'a')]": the right-hand side of "in" must be a list literal`},
+		{"in needs literals", `"$.spec.containers[?(@.name in [@.image])]"`, nil, `the list right of "in" must hold literals`},
+		{"in unterminated", `"$.spec.containers[?(@.name in ['a'"`, nil, `unterminated list right of "in"`},
+		{"in empty element", `"$.spec.containers[?(@.name in ['a',,'b'])]"`, nil, `empty element in the list right of "in"`},
+		{"in without operand", `"$.spec.containers[?in ['a']]"`, nil, `"in" needs a left-hand operand`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := Parse(decode(t, tc.spec), "spec.x")
+			var got any
+			if err == nil {
+				got, err = e.Eval(&Context{Subject: subject})
+			}
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("%s: got %#v, %v; want error containing %q", tc.spec, got, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", tc.spec, err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("%s:\n got  %#v\n want %#v", tc.spec, got, tc.want)
+			}
+		})
+	}
+	q, err := ParseQuery("$.status.conditions[?(@.type=='Ready')].status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Singular() || !q.First() || q.Segments() != nil {
+		t.Fatalf("filter query: Singular %v First %v Segments %v", q.Singular(), q.First(), q.Segments())
+	}
+	if v, ok := q.Get(subject); !ok || v != "True" {
+		t.Fatalf("Get = %v %v", v, ok)
+	}
+	if v, ok := q.Get(m{}); ok || v != nil {
+		t.Fatalf("Get on no match = %v %v", v, ok)
+	}
+	if got := q.Select(subject); !reflect.DeepEqual(got, l{"True", "False"}) {
+		t.Fatalf("Select = %#v", got)
 	}
 }
 

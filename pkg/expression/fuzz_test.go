@@ -64,6 +64,20 @@ var fuzzSeeds = []string{
 	`{"@not": {"@not": {"@not": {"@not": [[[[true]]]]}}}}`,
 	`{"@join": [{"@split": ["a.b.c", "."]}, "/"]}`,
 	`{"@contains": ["$.status.counts", 1]}`,
+	`"$."`,
+	`{"@map": ["$$.", "$.spec.containers"]}`,
+	`{"$.": "$.metadata", "$.x": 1, "y": 2}`,
+	`{"$.": "$.kind"}`,
+	`{"$.y[3]": 12}`,
+	`{"$.y[2][1].z": 1, "$.y[-4]": 0}`,
+	`"$.spec.containers[?(@.name=='container-1')].image"`,
+	`{"@eq": ["$.spec.containers[?(@.name in ['container-2','x'])].name", "container-2"]}`,
+	`"$.spec.containers[?@.name in [1, 2.5e3, true, null, \"a\"] || !(@.image in [])]"`,
+	`"$.spec.containers[?(@.name in ['a',,])]"`,
+	`"$.spec.containers[?(@.name in @.image)]"`,
+	`"$[?in]"`,
+	`{"@exists": "$.spec[?@[0].name in ['container-1']][1]"}`,
+	`{"@hash": {"@noop": {"name": "web", "port": 80}}}`,
 }
 
 func FuzzParse(f *testing.F) {
@@ -86,6 +100,45 @@ func FuzzParse(f *testing.F) {
 			check(t, floats)
 		}
 		check(t, spec)
+	})
+}
+
+// FuzzQuery checks JSONPath parsing with Δ-controller's extensions: no
+// panic, errors are *Error, the `in` rewrite is idempotent (its output has
+// no `in` left to rewrite), and values are in the data model.
+func FuzzQuery(f *testing.F) {
+	for _, s := range []string{
+		"$.", "$$.", "$.a[?(@.b in ['x', 'y'])].c", "$[?@ in [1, 2]]", "$[?(@.x in [])]",
+		"$[?@.a in ['],[', \"in\"] && @.b in [true]]", "$[?(@['in'] in ['in'])]", "$[?in [1]]",
+		"$.a[?(@.t=='Ready')].s", "$..a[?@ in [1]]", "$[?(@.x in ['a'",
+	} {
+		f.Add(s)
+	}
+	subject := Normalize(decode(f, podJSON))
+	f.Fuzz(func(t *testing.T, text string) {
+		if !strings.HasPrefix(text, "$") {
+			return
+		}
+		if r, err := rewriteIn(text); err == nil {
+			if again, err := rewriteIn(r); err != nil || again != r {
+				t.Fatalf("rewriteIn(%q) = %q, rewritten again %q, %v", text, r, again, err)
+			}
+		}
+		q, err := ParseQuery(text)
+		if err != nil {
+			var ee *Error
+			if !errors.As(err, &ee) {
+				t.Fatalf("error %v (%T) is not an *Error", err, err)
+			}
+			return
+		}
+		v, _ := q.Get(subject)
+		if !isModel(v, 0) {
+			t.Fatalf("result %#v is not in the data model", v)
+		}
+		if q.Singular() && q.First() {
+			t.Fatal("query both singular and filter-only")
+		}
 	})
 }
 

@@ -111,7 +111,8 @@ func opBool(c *call, v any) (any, error) {
 }
 
 // evalExists implements @exists: for a JSONPath argument, whether it
-// selects a non-null value (any non-null node for a non-singular query);
+// selects a non-null value (for a filter-only query, whether the first
+// selected value is non-null; for a list-valued query, any non-null node);
 // for any other argument, whether it evaluates to non-null.
 func evalExists(c *call, ctx *Context) (any, error) {
 	if q, ok := c.args[0].(*Query); ok {
@@ -123,8 +124,8 @@ func evalExists(c *call, ctx *Context) (any, error) {
 				root = ctx.Subject
 			}
 		}
-		if q.singular {
-			v, _ := walk(root, q.segs)
+		if q.singular || q.first {
+			v, _ := q.Get(root)
 			return v != nil, nil
 		}
 		for _, n := range q.jp.Select(root) {

@@ -30,11 +30,22 @@ func (s Segment) String() string {
 
 // Query is a compiled JSONPath query (RFC 9535) on the global subject (root
 // "$") or on the local subject (root "$$": the text "$$..." is evaluated as
-// "$..." on the local subject). A query is singular when all its segments
-// are single name or index selectors; a singular query yields the selected
-// value, or nil when it is absent, and is evaluated by walking the segments
-// directly. Any other query yields the list of selected nodes, possibly
-// empty.
+// "$..." on the local subject). What a query yields depends on its
+// selectors, following Δ-controller and kubectl's use of filters:
+//
+//   - singular (every segment a single name or index selector, e.g.
+//     `$.spec.containers[0].name`): the selected value, or nil when it is
+//     absent; evaluated by walking the segments directly;
+//   - filter-only (single name, index or filter selectors, at least one
+//     filter, e.g. `$.status.conditions[?(@.type=='Ready')].status`): the
+//     first selected value in document order, or nil when none is selected;
+//   - any other (a wildcard, slice, union or descendant segment, e.g.
+//     `$.spec.containers[*].name`): the list of the selected values,
+//     possibly empty.
+//
+// "$." and "$$." are the whole subject, as "$" and "$$". Inside filters,
+// `x in [a, b]` tests membership in a list of literals (Δ-controller's
+// operator; it stands for `(x==a || x==b)`).
 //
 // A Query is an Expression; it is immutable and safe for concurrent use.
 type Query struct {
@@ -42,13 +53,15 @@ type Query struct {
 	path     string
 	local    bool
 	singular bool
+	first    bool
 	segs     []Segment
 	jp       *jsonpath.Path
 }
 
 // ParseQuery compiles a JSONPath query text starting with "$" (the global
 // subject) or "$$" (the local subject). It fails with an *Error when the text
-// is not valid RFC 9535 JSONPath.
+// is not valid RFC 9535 JSONPath (with the "$." root and the `in` filter
+// operator described at Query).
 func ParseQuery(query string) (*Query, error) {
 	return parseQuery(query, "")
 }
@@ -68,32 +81,45 @@ func parseQuery(text, path string) (*Query, error) {
 		// of the root; RFC 9535 has "$").
 		src = "$"
 	}
+	src, err := rewriteIn(src)
+	if err != nil {
+		return nil, newError(path, "", "invalid JSONPath %q: %v", text, err)
+	}
 	jp, err := jsonpath.Parse(src)
 	if err != nil {
 		return nil, newError(path, "", "invalid JSONPath %q: %v", text, err)
 	}
 	q.jp = jp
-	q.segs, q.singular = singularSegments(jp.Query())
+	q.segs, q.singular, q.first = classify(jp.Query())
 	return q, nil
 }
 
-func singularSegments(pq *spec.PathQuery) ([]Segment, bool) {
-	segs := make([]Segment, 0, len(pq.Segments()))
+// classify returns the segments of a singular query (only name and index
+// selectors) and whether the query is singular, or, for a query whose
+// only other selectors are filters (one selector per segment, no
+// descendant segment), first set.
+func classify(pq *spec.PathQuery) (segs []Segment, singular, first bool) {
+	segs = make([]Segment, 0, len(pq.Segments()))
 	for _, s := range pq.Segments() {
 		sels := s.Selectors()
 		if s.IsDescendant() || len(sels) != 1 {
-			return nil, false
+			return nil, false, false
 		}
 		switch sel := sels[0].(type) {
 		case spec.Name:
 			segs = append(segs, Segment{Name: string(sel)})
 		case spec.Index:
 			segs = append(segs, Segment{Index: int(sel), IsIndex: true})
+		case *spec.FilterSelector:
+			first = true
 		default:
-			return nil, false
+			return nil, false, false
 		}
 	}
-	return segs, true
+	if first {
+		return nil, false, true
+	}
+	return segs, true, false
 }
 
 // String returns the query text as written, e.g. "$$.name".
@@ -116,6 +142,10 @@ func (q *Query) Root() string {
 // (RFC 9535 Section 2.3.5.1 "singular query").
 func (q *Query) Singular() bool { return q.singular }
 
+// First reports whether the query is filter-only: it yields the first
+// selected value rather than the list (see Query).
+func (q *Query) First() bool { return q.first }
+
 // Segments returns the segments of a singular query, or nil when the query
 // is not singular.
 func (q *Query) Segments() []Segment {
@@ -127,11 +157,19 @@ func (q *Query) Segments() []Segment {
 
 // Get evaluates the query on v (which plays the role of the query's root).
 // For a singular query it returns the selected value and whether it exists;
-// for any other query it returns the list of selected nodes and true.
+// for a filter-only query the first selected value and whether there is
+// one; for any other query the list of selected nodes and true.
 func (q *Query) Get(v any) (any, bool) {
 	if q.singular {
 		r, ok := walk(v, q.segs)
 		return shallow(r), ok
+	}
+	if q.first {
+		nodes := q.jp.Select(v)
+		if len(nodes) == 0 {
+			return nil, false
+		}
+		return shallow(nodes[0]), true
 	}
 	return q.Select(v), true
 }
