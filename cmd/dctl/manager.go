@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -31,6 +32,11 @@ type managerFlags struct {
 	qps              float32
 	burst            int
 	limits           limitFlags
+	// Set by Metacontroller's flags (dctl start only; metacontrollerFlags).
+	syncPeriod         time.Duration
+	pprofAddr          string
+	leaderElectionID   string
+	leaderElectionLock string
 }
 
 // limitFlags are the bounds of what one change may cost (dctl start, run
@@ -125,13 +131,17 @@ func (f *managerFlags) newManager(log logr.Logger) (ctrl.Manager, *operator.Runt
 		return nil, nil, err
 	}
 	return operator.NewManager(cfg, operator.ManagerOptions{
-		MetricsAddr:             f.metricsAddr,
-		HealthAddr:              f.healthAddr,
-		LeaderElect:             f.leaderElect,
-		LeaderElectionNamespace: f.leaderElectionNS,
-		Logger:                  log,
-		MaxDeltaEntries:         f.limits.maxDeltaEntries,
-		MaxObjectBytes:          f.limits.maxObjectBytes,
+		MetricsAddr:                f.metricsAddr,
+		HealthAddr:                 f.healthAddr,
+		LeaderElect:                f.leaderElect,
+		LeaderElectionNamespace:    f.leaderElectionNS,
+		LeaderElectionID:           f.leaderElectionID,
+		LeaderElectionResourceLock: f.leaderElectionLock,
+		SyncPeriod:                 f.syncPeriod,
+		PprofAddr:                  f.pprofAddr,
+		Logger:                     log,
+		MaxDeltaEntries:            f.limits.maxDeltaEntries,
+		MaxObjectBytes:             f.limits.maxObjectBytes,
 	})
 }
 

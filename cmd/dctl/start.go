@@ -14,6 +14,7 @@ import (
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/internal/events"
 	"github.com/dcontroller/dcontroller/pkg/apiserver"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
@@ -21,6 +22,7 @@ import (
 
 func newStartCommand() *cobra.Command {
 	f := &managerFlags{}
+	mf := &metacontrollerFlags{}
 	af := &apiServerFlags{}
 	cmd := &cobra.Command{
 		Use:   "start",
@@ -32,24 +34,38 @@ Operator is (re)started, a deleted one stopped, and each Operator's status
 reports its controllers' readiness, recent errors and counters. It also runs
 the Metacontroller-compatible CompositeController and DecoratorController
 objects (metacontroller.k8s.io/v1alpha1) with their hooks; see
-docs/metacontroller.md. All controllers share one informer per watched kind.`,
+docs/metacontroller.md. All controllers share one informer per watched kind.
+
+Metacontroller's flags are accepted with Metacontroller's meaning, so that the
+args of a Metacontroller Deployment run unchanged: ` + metacontrollerSpellings() + `.
+Where dctl already had a flag for the same setting, both spellings set it
+(dctl's default applies; giving both with different values is an error).`,
 		Example: `  kubectl apply -k config/crd
-  dctl start --kubeconfig ~/.kube/config`,
+  dctl start --kubeconfig ~/.kube/config
+
+  # Metacontroller's args: only the controllers labelled controller-group=cicd,
+  # children written with server-side apply
+  dctl start --zap-log-level=4 --discovery-interval=20s --target-label-selector=controller-group=cicd \
+    --apply-strategy=server-side-apply --apply-strategy-ssa-field-manager=metacontroller`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := f.logger(cmd.ErrOrStderr())
+			if err := mf.validate(cmd.Flags()); err != nil {
+				return err
+			}
+			log := mf.logger(cmd.Flags(), f, cmd.ErrOrStderr())
 			ctrl.SetLogger(log)
 			ctx, stop := signal.NotifyContext(contextOf(cmd), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runStart(ctx, f, af)
+			return runStart(ctx, f, mf, af)
 		},
 	}
 	f.register(cmd, ":8080", ":8081")
+	mf.register(cmd, f)
 	af.register(cmd, apiserver.DefaultAddr)
 	return cmd
 }
 
-func runStart(ctx context.Context, f *managerFlags, af *apiServerFlags) error {
+func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af *apiServerFlags) error {
 	log := ctrl.Log.WithName("dctl")
 	mgr, rt, err := f.newManager(log)
 	if err != nil {
@@ -60,7 +76,7 @@ func runStart(ctx context.Context, f *managerFlags, af *apiServerFlags) error {
 		return fmt.Errorf("the Operator CRD (operators.%s) is not installed in the cluster; install it with `kubectl apply -k config/crd` (%w)", opv1a1.GroupName, err)
 	}
 	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log.WithName("operator"),
-		Recorder: mgr.GetEventRecorder("dcontroller")}
+		Recorder: events.Limit(mgr.GetEventRecorder("dcontroller"), mf.eventsQPS, mf.eventsBurst)}
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
@@ -68,7 +84,7 @@ func runStart(ctx context.Context, f *managerFlags, af *apiServerFlags) error {
 	_, errC := mapper.RESTMapping(schema.GroupKind{Group: mcv1a1.GroupName, Kind: "CompositeController"})
 	_, errD := mapper.RESTMapping(schema.GroupKind{Group: mcv1a1.GroupName, Kind: "DecoratorController"})
 	if errC == nil && errD == nil {
-		if err := metacontroller.Setup(ctx, mgr, metacontroller.Options{Logger: log}); err != nil {
+		if err := metacontroller.Setup(ctx, mgr, mf.options(log)); err != nil {
 			return err
 		}
 	} else {

@@ -135,15 +135,26 @@ func ruleList(rules map[schema.GroupVersionKind]*childRule) string {
 // in place or deletes it (to be recreated by a later sync) according to
 // method. OnDelete never touches an existing child. A child being deleted
 // is left alone.
+//
+// Under ServerSideApply the create and the in-place update are one
+// server-side apply of the desired child (with the last-applied annotation
+// and the controller reference) under the field manager, forcing
+// ownership of its fields, as Metacontroller does. Whether there is
+// anything to write is decided the same way for both strategies, by the
+// merge against the last applied state: an unchanged desired child sends
+// nothing, and a field another writer changed is set back.
 func (e *engine) applyChild(ctx context.Context, parent, observed, desired *unstructured.Unstructured, method mcv1a1.ChildUpdateMethod, w writes) error {
 	if observed == nil {
-		obj, err := apply.WithLastApplied(desired.Object)
+		u, err := e.desiredChild(parent, desired)
 		if err != nil {
 			return err
 		}
-		u := &unstructured.Unstructured{Object: obj}
-		setControllerRef(u, parent)
-		if err := e.client.Create(ctx, u); err != nil {
+		if e.applyStrategy == ServerSideApply {
+			err = e.serverSideApply(ctx, u)
+		} else {
+			err = e.client.Create(ctx, u)
+		}
+		if err != nil {
 			return createError{fmt.Errorf("creating %s %s: %w", u.GetKind(), describe(u), err)}
 		}
 		w.add(u)
@@ -165,14 +176,41 @@ func (e *engine) applyChild(ctx context.Context, parent, observed, desired *unst
 		return e.deleteChild(ctx, observed, w)
 	case mcv1a1.ChildUpdateInPlace, mcv1a1.ChildUpdateRollingInPlace:
 		u := &unstructured.Unstructured{Object: merged}
-		setControllerRef(u, parent)
-		if err := e.client.Update(ctx, u); err != nil {
+		if e.applyStrategy == ServerSideApply {
+			if u, err = e.desiredChild(parent, desired); err != nil {
+				return err
+			}
+			err = e.serverSideApply(ctx, u)
+		} else {
+			setControllerRef(u, parent)
+			err = e.client.Update(ctx, u)
+		}
+		if err != nil {
 			return fmt.Errorf("updating %s %s: %w", u.GetKind(), describe(u), err)
 		}
 		w.update(observed, u)
 		writesTotal.WithLabelValues(e.name, "update").Inc()
 	}
 	return nil
+}
+
+// desiredChild is what is sent for a desired child: a copy with the
+// last-applied annotation and parent's controller reference.
+func (e *engine) desiredChild(parent, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	obj, err := apply.WithLastApplied(desired.Object)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	setControllerRef(u, parent)
+	return u, nil
+}
+
+// serverSideApply sends u as a server-side apply patch under the field
+// manager with forced ownership, creating the object when it does not
+// exist; u receives the object as written.
+func (e *engine) serverSideApply(ctx context.Context, u *unstructured.Unstructured) error {
+	return e.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(e.fieldManager), client.ForceOwnership)
 }
 
 // deleteChild deletes a child (background propagation, guarded by its UID).

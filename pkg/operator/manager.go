@@ -2,6 +2,7 @@ package operator
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,16 +24,31 @@ type ManagerOptions struct {
 	MetricsAddr string
 	// HealthAddr is the /healthz and /readyz address ("0" disables it).
 	HealthAddr string
-	// LeaderElect enables leader election through a Lease named
-	// dcontroller-manager in LeaderElectionNamespace.
-	LeaderElect             bool
-	LeaderElectionNamespace string
+	// LeaderElect enables leader election through a lock named
+	// LeaderElectionID (default DefaultLeaderElectionID) in
+	// LeaderElectionNamespace, of the kind LeaderElectionResourceLock
+	// (default "leases", the only kind client-go still has).
+	LeaderElect                bool
+	LeaderElectionNamespace    string
+	LeaderElectionID           string
+	LeaderElectionResourceLock string
+	// SyncPeriod is how often the informer cache relists every watched
+	// object from the API server and redelivers it (0: controller-runtime's
+	// default, 10 hours with jitter).
+	SyncPeriod time.Duration
+	// PprofAddr serves net/http/pprof under /debug/pprof/ ("" or "0"
+	// serves none).
+	PprofAddr string
 	// Logger receives structured logs.
 	Logger logr.Logger
 	// MaxDeltaEntries and MaxObjectBytes are as in RuntimeOptions.
 	MaxDeltaEntries int
 	MaxObjectBytes  int
 }
+
+// DefaultLeaderElectionID names the leader-election lock when
+// ManagerOptions.LeaderElectionID is empty.
+const DefaultLeaderElectionID = "dcontroller-manager"
 
 // NewScheme returns a scheme with the Kubernetes built-in types, the
 // Operator API and the Metacontroller-compatible API.
@@ -64,17 +80,26 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 	if opts.HealthAddr == "" {
 		opts.HealthAddr = "0"
 	}
+	if opts.LeaderElectionID == "" {
+		opts.LeaderElectionID = DefaultLeaderElectionID
+	}
+	var syncPeriod *time.Duration
+	if opts.SyncPeriod > 0 {
+		syncPeriod = &opts.SyncPeriod
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Logger:                  opts.Logger,
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:  opts.HealthAddr,
-		LeaderElection:          opts.LeaderElect,
-		LeaderElectionID:        "dcontroller-manager",
-		LeaderElectionNamespace: opts.LeaderElectionNamespace,
-		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Scheme:                     scheme,
+		Logger:                     opts.Logger,
+		Metrics:                    metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:     opts.HealthAddr,
+		LeaderElection:             opts.LeaderElect,
+		LeaderElectionID:           opts.LeaderElectionID,
+		LeaderElectionNamespace:    opts.LeaderElectionNamespace,
+		LeaderElectionResourceLock: opts.LeaderElectionResourceLock,
+		PprofBindAddress:           opts.PprofAddr,
+		Client:                     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		// managedFields is the bulk of many objects and no pipeline reads it.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), SyncPeriod: syncPeriod},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the manager: %w", err)
