@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +50,8 @@ type composite struct {
 	ignoreSt  bool
 	rolling   bool
 	fields    []string
+	// draining: the CompositeController is being deleted (drain).
+	draining atomic.Bool
 }
 
 // startComposite validates cc, starts its watches and workers. Errors
@@ -62,6 +65,9 @@ func startComposite(ctx context.Context, d deps, cc *mcv1a1.CompositeController)
 	spec := &c.cc.Spec
 	var err error
 	if c.followUp, err = followUpOf(cc); err != nil {
+		return nil, err
+	}
+	if _, err = cleanupTimeoutOf(cc); err != nil {
 		return nil, err
 	}
 	if c.parent, err = d.resolve(spec.ParentResource.APIVersion, spec.ParentResource.Resource, "spec.parentResource"); err != nil {
@@ -289,7 +295,8 @@ func (c *composite) claim(ctx context.Context, parent *unstructured.Unstructured
 			return nil, err
 		}
 	}
-	if parent.GetDeletionTimestamp() != nil {
+	if parent.GetDeletionTimestamp() != nil || !c.parentSel.Matches(labels.Set(parent.GetLabels())) {
+		// Finalizing parents adopt nothing.
 		return out, nil
 	}
 	for _, o := range idx.orphanList(parent.GetNamespace(), !c.parent.namespaced) {
@@ -323,30 +330,42 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 	defer func() { done(w, followUp) }()
 
 	deleting := parent.GetDeletionTimestamp() != nil
+	matches := c.parentSel.Matches(labels.Set(parent.GetLabels()))
 	hasFin := slices.Contains(parent.GetFinalizers(), c.finalizer)
+	// A parent that stopped matching parentResource.labelSelector is
+	// finalized like a deleted one when it carries our finalizer
+	// (Metacontroller does the same).
+	finalizing := (deleting || !matches) && hasFin && c.finHook != nil
 	var err error
 	switch {
-	case !c.parentSel.Matches(labels.Set(parent.GetLabels())) || (deleting && c.finHook == nil):
-		// Not (or no longer) ours, or deleted without a finalize hook: the
-		// garbage collector deletes the children. A finalizer left from an
-		// earlier spec must not block the deletion.
+	case finalizing:
+	case !matches && !hasFin:
+		return nil
+	case deleting || !matches || c.draining.Load():
+		// Deleted or opted out without a finalize hook (the garbage
+		// collector deletes the children; a finalizer left from an earlier
+		// spec must not block the deletion), or the controller is being
+		// deleted: the finalizer goes without a call.
 		if hasFin {
-			_, err = c.setFinalizer(ctx, parent, c.finalizer, false, w)
+			if _, err = c.setFinalizer(ctx, parent, c.finalizer, false, w); err == nil && c.draining.Load() {
+				c.released(parent, "CompositeController", c.cc.Name)
+			}
 		}
 		return err
-	case deleting && !hasFin:
-		return nil
-	case !deleting && c.finHook != nil:
+	case c.finHook != nil:
 		if parent, err = c.setFinalizer(ctx, parent, c.finalizer, true, w); err != nil {
 			return err
 		}
-	case !deleting && hasFin:
+	case hasFin:
 		// The finalize hook was removed from the controller.
 		if parent, err = c.setFinalizer(ctx, parent, c.finalizer, false, w); err != nil {
 			return err
 		}
 	}
-	finalizing := deleting
+	if !finalizing && c.syncHook == nil {
+		// Only a finalize hook: live parents get the finalizer, no call.
+		return nil
+	}
 
 	sel, err := c.selector(parent)
 	if err != nil {

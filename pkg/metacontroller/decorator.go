@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,8 @@ type decorator struct {
 	attW      map[schema.GroupVersionKind]*watch
 	related   *related
 	finalizer string
+	// draining: the DecoratorController is being deleted (drain).
+	draining atomic.Bool
 }
 
 // annotationSelector converts an annotationSelector (label selector
@@ -75,6 +78,9 @@ func startDecorator(ctx context.Context, d deps, dc *mcv1a1.DecoratorController)
 	spec := &c.dc.Spec
 	var err error
 	if c.followUp, err = followUpOf(dc); err != nil {
+		return nil, err
+	}
+	if _, err = cleanupTimeoutOf(dc); err != nil {
 		return nil, err
 	}
 	if len(spec.Resources) == 0 {
@@ -262,6 +268,15 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 		// The finalize hook was removed from the controller.
 		_, err = c.setFinalizer(ctx, obj, c.finalizer, false, w)
 		return err
+	case !finalizing && c.draining.Load():
+		// The controller is being deleted: a live object loses the
+		// finalizer without a call.
+		if hasFin {
+			if _, err = c.setFinalizer(ctx, obj, c.finalizer, false, w); err == nil {
+				c.released(obj, "DecoratorController", c.dc.Name)
+			}
+		}
+		return err
 	case !finalizing && c.finHook != nil:
 		if obj, err = c.setFinalizer(ctx, obj, c.finalizer, true, w); err != nil {
 			return err
@@ -270,6 +285,10 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 		if obj, err = c.setFinalizer(ctx, obj, c.finalizer, false, w); err != nil {
 			return err
 		}
+	}
+	if !finalizing && c.syncHook == nil {
+		// Only a finalize hook: live objects get the finalizer, no call.
+		return nil
 	}
 
 	observed := childSet{}

@@ -37,10 +37,6 @@ type deps struct {
 	recorder recorder.EventRecorder
 	log      logr.Logger
 	workers  int
-	// applyStrategy and fieldManager are how children are written
-	// (Options.ApplyStrategy, Options.FieldManager).
-	applyStrategy ApplyStrategy
-	fieldManager  string
 }
 
 // warn records a Warning Event on obj, its note cut to what an Event may
@@ -123,11 +119,14 @@ type hooks struct {
 }
 
 // newHooks builds the sync, finalize and customize hooks of a controller
-// (spec paths spec.hooks.<name>); sync is required. It returns the
-// customize caller (nil without one) for the related-objects rules.
+// (spec paths spec.hooks.<name>). A sync or a finalize hook is required
+// (Metacontroller's hooks are all optional, but a controller with neither
+// has nothing to call); with only finalize, live parents get the finalizer
+// and no call. It returns the customize caller (nil without one) for the
+// related-objects rules.
 func newHooks(d deps, controller string, sync, finalize, customize *mcv1a1.Hook, eps []mcv1a1.EndpointConfig) (hooks, hook.Caller, error) {
-	if sync == nil {
-		return hooks{}, nil, errors.New("spec.hooks.sync: required")
+	if sync == nil && finalize == nil {
+		return hooks{}, nil, errors.New("spec.hooks: a sync or a finalize hook is required")
 	}
 	build := func(h *mcv1a1.Hook, name string) (hook.Caller, error) {
 		return hook.New(h, hook.Options{Controller: controller, Hook: name, Path: "spec.hooks." + name, EndpointConfigs: eps, Reader: d.reader})
