@@ -37,6 +37,10 @@ type deps struct {
 	recorder recorder.EventRecorder
 	log      logr.Logger
 	workers  int
+	// applyStrategy and fieldManager are how children are written
+	// (Options.ApplyStrategy, Options.FieldManager).
+	applyStrategy ApplyStrategy
+	fieldManager  string
 }
 
 // warn records a Warning Event on obj, its note cut to what an Event may

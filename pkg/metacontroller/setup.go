@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,11 +24,42 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
+	"github.com/dcontroller/dcontroller/internal/events"
 )
 
 // DefaultWorkers is the number of parents a controller syncs in parallel
 // when Options.Workers is 0 (Metacontroller's default too).
 const DefaultWorkers = 5
+
+// ApplyStrategy names how children are written (Metacontroller's
+// --apply-strategy).
+type ApplyStrategy string
+
+const (
+	// DynamicApply merges the desired child into the observed one in the
+	// style of kubectl apply (the last-applied annotation, conventional
+	// merge keys for lists) and updates it; the default.
+	DynamicApply ApplyStrategy = "dynamic-apply"
+	// ServerSideApply sends the desired child as a server-side apply
+	// patch under Options.FieldManager, forcing ownership of the fields
+	// it sets; the API server merges by the type's schema.
+	ServerSideApply ApplyStrategy = "server-side-apply"
+)
+
+// DefaultFieldManager is the server-side apply field manager when
+// Options.FieldManager is empty (Metacontroller's default).
+const DefaultFieldManager = "metacontroller"
+
+// ParseApplyStrategy checks an apply strategy name ("" is DynamicApply).
+func ParseApplyStrategy(s string) (ApplyStrategy, error) {
+	switch ApplyStrategy(s) {
+	case "", DynamicApply:
+		return DynamicApply, nil
+	case ServerSideApply:
+		return ServerSideApply, nil
+	}
+	return "", fmt.Errorf("unknown apply strategy %q (want %s or %s)", s, DynamicApply, ServerSideApply)
+}
 
 // Options configure Setup.
 type Options struct {
@@ -36,6 +68,26 @@ type Options struct {
 	// Workers is the number of parents each controller syncs in parallel
 	// (default DefaultWorkers).
 	Workers int
+	// TargetSelector restricts this manager to the CompositeControllers and
+	// DecoratorControllers whose labels it matches (Metacontroller's
+	// --target-label-selector): the others are not started, and neither
+	// they, their parents nor their children are written. nil selects
+	// every controller.
+	TargetSelector labels.Selector
+	// ApplyStrategy is how children are written (default DynamicApply).
+	ApplyStrategy ApplyStrategy
+	// FieldManager is the field manager of ServerSideApply writes
+	// (default DefaultFieldManager).
+	FieldManager string
+	// DiscoveryInterval is the longest wait before a controller whose
+	// resources are not served yet looks them up again in discovery
+	// (default one minute).
+	DiscoveryInterval time.Duration
+	// EventsQPS and EventsBurst bound the Events recorded about each object
+	// to a token bucket (events per second, burst); 0 for either leaves
+	// Events unbounded.
+	EventsQPS   float64
+	EventsBurst int
 }
 
 // running is one started CompositeController or DecoratorController.
@@ -60,6 +112,10 @@ type runner struct {
 	// attempts counts the failed starts per controller, for the retry
 	// delay.
 	attempts map[string]int
+	// target selects the controllers this manager runs (nil: all).
+	target labels.Selector
+	// maxRetryDelay bounds the wait between start attempts.
+	maxRetryDelay time.Duration
 }
 
 // Setup registers reconcilers for CompositeController and
@@ -76,11 +132,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
 	}
+	strategy, err := ParseApplyStrategy(string(opts.ApplyStrategy))
+	if err != nil {
+		return err
+	}
+	if opts.FieldManager == "" {
+		opts.FieldManager = DefaultFieldManager
+	}
+	if opts.DiscoveryInterval <= 0 {
+		opts.DiscoveryInterval = maxStartRetryDelay
+	}
 	log := opts.Logger.WithName("metacontroller")
-	r := &runner{ctx: ctx, running: map[string]*running{}, attempts: map[string]int{}, deps: deps{
-		client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
-		recorder: mgr.GetEventRecorder("dcontroller-metacontroller"), log: log, workers: opts.Workers,
-	}}
+	r := &runner{ctx: ctx, running: map[string]*running{}, attempts: map[string]int{},
+		target: opts.TargetSelector, maxRetryDelay: opts.DiscoveryInterval, deps: deps{
+			client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
+			recorder: events.Limit(mgr.GetEventRecorder("dcontroller-metacontroller"), opts.EventsQPS, opts.EventsBurst),
+			log:      log, workers: opts.Workers, applyStrategy: strategy, fieldManager: opts.FieldManager,
+		}}
 	// Without the CRDs the controllers could not start their watches and
 	// would stop the whole manager: run without them instead.
 	for _, kind := range []string{"CompositeController", "DecoratorController", "ControllerRevision"} {
@@ -92,7 +160,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("discovering %s.%s: %w", kind, mcv1a1.GroupName, err)
 		}
 	}
-	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
+	// A label change may move a controller into or out of TargetSelector.
+	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+		predicate.LabelChangedPredicate{}))
 	skip := controller.Options{SkipNameValidation: ptr.To(true)}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("metacontroller-compositecontroller").
 		For(&mcv1a1.CompositeController{}, changed).WithOptions(skip).
@@ -201,6 +271,10 @@ func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) 
 		}
 		return reconcile.Result{}, err
 	}
+	if !r.targets(cc) {
+		r.stopKey(key)
+		return reconcile.Result{}, nil
+	}
 	start := func() (*running, error) {
 		c, err := startComposite(r.ctx, r.deps, cc)
 		if err != nil {
@@ -254,6 +328,10 @@ func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) 
 		}
 		return reconcile.Result{}, err
 	}
+	if !r.targets(dc) {
+		r.stopKey(key)
+		return reconcile.Result{}, nil
+	}
 	start := func() (*running, error) {
 		c, err := startDecorator(r.ctx, r.deps, dc)
 		if err != nil {
@@ -298,17 +376,25 @@ func (r *runner) startResult(key string, obj client.Object, err error) reconcile
 	}
 	n := r.attempts[key]
 	r.attempts[key] = n + 1
-	delay := maxStartRetryDelay
+	delay := r.maxRetryDelay
 	if n < 6 {
-		delay = min(time.Second<<n, maxStartRetryDelay)
+		delay = min(time.Second<<n, r.maxRetryDelay)
 	}
 	r.log.Info("controller not started yet; retrying", "controller", key, "in", delay.String(), "error", err.Error())
 	return reconcile.Result{RequeueAfter: delay}
 }
 
 // maxStartRetryDelay bounds the wait between start attempts of a
-// controller whose resources are not served yet.
+// controller whose resources are not served yet, when
+// Options.DiscoveryInterval is 0.
 const maxStartRetryDelay = time.Minute
+
+// targets reports whether this manager runs the controller obj
+// (Options.TargetSelector). A controller it does not run is stopped if it
+// ran and otherwise left alone: no status, no Events, no finalizers.
+func (r *runner) targets(obj metav1.Object) bool {
+	return r.target == nil || r.target.Matches(labels.Set(obj.GetLabels()))
+}
 
 // writeStatus records the outcome of a start in the controller object's
 // status (Ready condition, observedGeneration); no write when unchanged.
