@@ -1205,3 +1205,12 @@ func TestConcurrentEval(t *testing.T) {
 		}
 	}
 }
+
+// TestInChainsNot: `x in [a, b] in [a, b] ...` is refused instead of
+// repeating the left operand once per list element at every step.
+func TestInChainsNot(t *testing.T) {
+	text := "$[?@" + strings.Repeat(" in [1, 2]", 40) + "]"
+	if _, err := ParseQuery(text); err == nil || !strings.Contains(err.Error(), `"in" needs a left-hand operand`) {
+		t.Fatalf("chained in: %v", err)
+	}
+}

@@ -108,6 +108,9 @@ func rewriteIn(text string) (string, error) {
 				out.WriteString(item)
 			}
 			out.WriteByte(')')
+			// Comparisons do not chain: an operand after this one starts
+			// here, so `x in [a] in [b]` has no left operand.
+			top.start = out.Len()
 			i = end
 		}
 	}
