@@ -22,12 +22,9 @@ type relatedRule struct {
 	res resource
 	// namespace restricts the objects to one namespace ("" = any).
 	namespace string
-	// none: the rule can select nothing (a namespace other than a namespaced
-	// parent's, or a cluster-scoped resource for a namespaced parent).
-	none   bool
-	labels labels.Selector // nil: not used
-	nsSel  labels.Selector // nil: not used
-	names  map[string]bool // nil: not used
+	labels    labels.Selector // nil: not used
+	nsSel     labels.Selector // nil: not used
+	names     map[string]bool // nil: not used
 }
 
 // related manages the customize hook and the watches of related kinds of
@@ -36,11 +33,61 @@ type related struct {
 	e          *engine
 	hook       hook.Caller
 	controller any // the CompositeController or DecoratorController
-	watches    map[schema.GroupVersionKind]*watch
+	// version is the customize hook's contract version: it decides whether
+	// a namespaced parent's rules reach other namespaces (relatedScope).
+	version mcv1a1.HookVersion
+	watches map[schema.GroupVersionKind]*watch
 }
 
 func newRelated(e *engine, h hook.Caller, controller any) *related {
-	return &related{e: e, hook: h, controller: controller, watches: map[schema.GroupVersionKind]*watch{}}
+	return &related{e: e, hook: h, controller: controller, version: customizeVersion(controller),
+		watches: map[schema.GroupVersionKind]*watch{}}
+}
+
+// customizeVersion is the contract version of controller's customize hook
+// (spec.hooks.customize.version, v1 when unset).
+func customizeVersion(controller any) mcv1a1.HookVersion {
+	var h *mcv1a1.Hook
+	switch c := controller.(type) {
+	case *mcv1a1.CompositeController:
+		if c.Spec.Hooks != nil {
+			h = c.Spec.Hooks.Customize
+		}
+	case *mcv1a1.DecoratorController:
+		if c.Spec.Hooks != nil {
+			h = c.Spec.Hooks.Customize
+		}
+	}
+	return hookVersion(h)
+}
+
+// relatedScope applies Metacontroller's namespace rules to a rule of a
+// parent in namespace parentNS ("" for a cluster-scoped parent), for a
+// customize hook of the given version:
+//
+//   - a cluster-scoped parent, or a v2 customize hook: the rule selects
+//     what it says (its namespace, its namespaceSelector, or every
+//     namespace), cluster-scoped resources included;
+//   - a v1 customize hook of a namespaced parent: a rule of a namespaced
+//     resource with neither namespace nor namespaceSelector selects in the
+//     parent's namespace; a rule with names (no labelSelector) and a
+//     namespace other than the parent's is an error ("requested related
+//     object namespace ... differs from parent object namespace ..." in
+//     Metacontroller). A labelSelector with a namespace, a namespaceSelector
+//     and a cluster-scoped resource select as for v2, as in Metacontroller
+//     (pkg/controller/common/customize/manager.go).
+func relatedScope(rule *relatedRule, version mcv1a1.HookVersion, parentNS, path string) error {
+	if parentNS == "" || version == mcv1a1.HookVersionV2 || !rule.res.namespaced || rule.nsSel != nil {
+		return nil
+	}
+	switch {
+	case rule.namespace == "":
+		rule.namespace = parentNS
+	case rule.namespace != parentNS && rule.labels == nil:
+		return fmt.Errorf("%s.namespace: %q differs from the parent's namespace %q: a v1 customize hook of a namespaced parent names objects of its own namespace only (set spec.hooks.customize.version: v2, or use a labelSelector)",
+			path, rule.namespace, parentNS)
+	}
+	return nil
 }
 
 // rules returns the related rules of parent, calling the customize hook when
@@ -96,16 +143,8 @@ func (r *related) rules(ctx context.Context, pk parentKey, parent *unstructured.
 				rule.names[n] = true
 			}
 		}
-		if parentNS != "" {
-			// A namespaced parent only sees related objects of its own namespace.
-			switch {
-			case !res.namespaced:
-				rule.none = true
-			case rule.namespace != "" && rule.namespace != parentNS:
-				rule.none = true
-			default:
-				rule.namespace = parentNS
-			}
+		if err := relatedScope(&rule, r.version, parentNS, path); err != nil {
+			return nil, invalidResponse("customize", err)
 		}
 		if err := r.ensureWatch(ctx, res.gvk); err != nil {
 			return nil, err
@@ -176,9 +215,6 @@ func (r *related) onEvent(gvk schema.GroupVersionKind, old, obj *unstructured.Un
 }
 
 func (r *related) matchesLocked(rule *relatedRule, o *unstructured.Unstructured) bool {
-	if rule.none {
-		return false
-	}
 	if rule.namespace != "" && o.GetNamespace() != rule.namespace {
 		return false
 	}
@@ -215,9 +251,6 @@ func (r *related) objects(rules []relatedRule, version mcv1a1.HookVersion, paren
 		w := r.watches[rule.res.gvk]
 		if w == nil || !w.synced() || (rule.nsSel != nil && (r.watches[namespaceGVK] == nil || !r.watches[namespaceGVK].synced())) {
 			return nil, nil, errRequeue{after: 100 * time.Millisecond}
-		}
-		if rule.none {
-			continue
 		}
 		var cands []*unstructured.Unstructured
 		if rule.namespace != "" {

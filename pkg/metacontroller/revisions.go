@@ -2,18 +2,22 @@ package metacontroller
 
 import (
 	"context"
-	"crypto/sha256"
+	"crypto/sha1" // #nosec G505 -- Metacontroller's revision name hash
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/apply"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller/hookapi"
 )
 
@@ -137,18 +141,95 @@ func atRevision(parent *unstructured.Unstructured, fields []string, patch map[st
 	return p
 }
 
-// revisionName is "<resource>[.<group>]-<hash>", the hash covering the
-// parent's UID and the patch: deterministic, unique per parent and patch.
+// revisionName is Metacontroller's name of a ControllerRevision:
+// "<resource>.<group>-<hash>" ("core" for the core group; the prefix is
+// cut to 212 characters so the name fits 253), the hash the hex SHA-1 of
+// the parent's UID followed by the JSON of the patch
+// (pkg/controller/composite/controller_revision.go). The name only makes
+// the creation idempotent: a revision is recognised by its parentPatch, so
+// one adopted from an earlier parent (another UID) still serves.
 func (c *composite) revisionName(parent *unstructured.Unstructured, patch map[string]any) string {
 	b, _ := json.Marshal(patch)
-	h := sha256.New()
+	h := sha1.New() // #nosec G401 -- a name, not a security boundary; Metacontroller's hash
 	h.Write([]byte(parent.GetUID()))
 	h.Write(b)
-	prefix := c.parent.gvr.Resource
-	if c.parent.gvr.Group != "" {
-		prefix += "." + c.parent.gvr.Group
+	group := c.parent.gvr.Group
+	if group == "" {
+		group = "core"
 	}
-	return prefix + "-" + hex.EncodeToString(h.Sum(nil))[:40]
+	prefix := c.parent.gvr.Resource + "." + group
+	if len(prefix) > 253-41 {
+		prefix = prefix[:253-41]
+	}
+	return prefix + "-" + hex.EncodeToString(h.Sum(nil))
+}
+
+// revisionLabels are the labels of a new ControllerRevision of parent, those
+// Metacontroller sets: controller-uid=<parent UID> under generateSelector,
+// the parent's spec.template.metadata.labels otherwise, and the parent
+// resource's group and name (metacontroller.k8s.io/apiGroup, /resource).
+func (c *composite) revisionLabels(parent *unstructured.Unstructured) map[string]string {
+	l := map[string]string{}
+	if c.generate {
+		l[ControllerUIDLabel] = string(parent.GetUID())
+	} else if tl, found, err := unstructured.NestedStringMap(parent.Object, "spec", "template", "metadata", "labels"); found && err == nil {
+		maps.Copy(l, tl)
+	}
+	l[revisionGroupLabel] = c.parent.gvr.Group
+	l[revisionResourceLabel] = c.parent.gvr.Resource
+	return l
+}
+
+// claimRevisions returns the ControllerRevisions of parent: those it
+// controls, and the orphans (no controller owner reference) of its
+// namespace that its selector matches, with the parent resource's
+// metacontroller.k8s.io/apiGroup and /resource labels, which it adopts
+// (adds its controller owner reference), as Metacontroller claims them
+// (ControllerRef rules). Revisions controlled by another object are left
+// alone; nothing is adopted while the parent is being deleted.
+func (c *composite) claimRevisions(ctx context.Context, parent *unstructured.Unstructured, w writes) ([]*unstructured.Unstructured, error) {
+	idx := c.revisions.index
+	out := idx.owned(parent.GetUID())
+	if parent.GetDeletionTimestamp() != nil {
+		return out, nil
+	}
+	orphans := idx.orphanList(parent.GetNamespace(), false)
+	if len(orphans) == 0 {
+		return out, nil
+	}
+	sel, err := c.selector(parent)
+	if err != nil {
+		return out, nil // the children's claim reports it
+	}
+	for _, kv := range [][2]string{{revisionGroupLabel, c.parent.gvr.Group}, {revisionResourceLabel, c.parent.gvr.Resource}} {
+		req, err := labels.NewRequirement(kv[0], selection.Equals, []string{kv[1]})
+		if err != nil {
+			return out, fmt.Errorf("ControllerRevision selector: %w", err)
+		}
+		sel = sel.Add(*req)
+	}
+	for _, o := range orphans {
+		if o.GetDeletionTimestamp() != nil || !sel.Matches(labels.Set(o.GetLabels())) {
+			continue
+		}
+		adopted, err := c.adopt(ctx, parent, o, w)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, adopted)
+	}
+	return out, nil
+}
+
+// samePatch compares two parentPatch values (a missing one is empty).
+func samePatch(a, b map[string]any) bool {
+	if a == nil {
+		a = map[string]any{}
+	}
+	if b == nil {
+		b = map[string]any{}
+	}
+	return apply.Equal(a, b)
 }
 
 // syncRolling converges the children when some child resource rolls. The
@@ -173,23 +254,51 @@ func (c *composite) syncRolling(ctx context.Context, parent *unstructured.Unstru
 
 	patch := parentPatch(parent, c.fields)
 	latestName := c.revisionName(parent, patch)
-	var revs []*revision
+	claimed, err := c.claimRevisions(ctx, parent, w)
+	if err != nil {
+		return append(errs, err)
+	}
+	var all []*revision
+	for _, o := range claimed {
+		all = append(all, parseRevision(o))
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].obj.GetName() < all[j].obj.GetName() })
+	// The latest revision: the one of the latest name, else the first
+	// whose parentPatch is the parent's (adopted, or named by another
+	// scheme). Others with that patch hand their children over to it (and,
+	// empty, are deleted below).
 	var latest *revision
-	for _, o := range c.revisions.index.owned(parent.GetUID()) {
-		r := parseRevision(o)
-		if o.GetName() == latestName {
+	for _, r := range all {
+		if r.obj.GetName() == latestName {
 			latest = r
-		} else {
-			revs = append(revs, r)
 		}
 	}
-	sort.Slice(revs, func(i, j int) bool { return revs[i].obj.GetName() < revs[j].obj.GetName() })
+	for _, r := range all {
+		if latest == nil && samePatch(r.patch, patch) {
+			latest = r
+		}
+	}
+	var revs []*revision
+	for _, r := range all {
+		if r == latest {
+			continue
+		}
+		if latest != nil && samePatch(r.patch, patch) {
+			for gk, names := range r.children {
+				for n := range names {
+					latest.add(childID{gk, n})
+					r.remove(childID{gk, n})
+				}
+			}
+		}
+		revs = append(revs, r)
+	}
 	if latest == nil {
 		o := &unstructured.Unstructured{Object: map[string]any{"parentPatch": patch, "children": []any{}}}
 		o.SetGroupVersionKind(controllerRevisionGVK)
 		o.SetNamespace(parent.GetNamespace())
 		o.SetName(latestName)
-		o.SetLabels(map[string]string{revisionGroupLabel: c.parent.gvr.Group, revisionResourceLabel: c.parent.gvr.Resource})
+		o.SetLabels(c.revisionLabels(parent))
 		setControllerRef(o, parent)
 		if err := c.client.Create(ctx, o); err != nil {
 			return append(errs, fmt.Errorf("creating ControllerRevision %s: %w", latestName, err))

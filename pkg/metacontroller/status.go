@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -86,7 +87,10 @@ func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructu
 }
 
 // updateStatus writes obj's status through the status subresource, falling
-// back to an update of the whole object when the kind has none.
+// back to an update of the whole object when the kind has none. Each
+// status write through that fallback records a Warning Event on the object
+// (statusSubresourceWarning); the Events are thus bounded by the status
+// changes, not by the syncs.
 func (e *engine) updateStatus(ctx context.Context, obj *unstructured.Unstructured) error {
 	err := e.client.Status().Update(ctx, obj)
 	if apierrors.IsNotFound(err) {
@@ -98,12 +102,38 @@ func (e *engine) updateStatus(ctx context.Context, obj *unstructured.Unstructure
 			if e.noStatus == nil {
 				e.noStatus = map[schema.GroupVersionKind]bool{}
 			}
+			first := !e.noStatus[obj.GroupVersionKind()]
 			e.noStatus[obj.GroupVersionKind()] = true
 			e.mu.Unlock()
-			return e.client.Update(ctx, obj)
+			msg := e.statusSubresourceWarning(obj.GroupVersionKind())
+			if first {
+				e.log.Info("the parent kind has no status subresource; writing statuses by updating the whole object", "kind", obj.GroupVersionKind().String())
+			}
+			if err := e.client.Update(ctx, obj); err != nil {
+				return err
+			}
+			e.warn(obj, EventSyncError, "UpdateStatus", "%s", msg)
+			return nil
 		}
 	}
 	return err
+}
+
+// statusSubresourceWarning is the note of the Warning Event (reason
+// SyncError) recorded on an object whose status had to be written by an
+// update of the whole object: "[<controller>] Sync error - CRD [<plural>.<group>]
+// does not have subresource 'Status' enabled; ...". The words "does not have
+// subresource 'Status' enabled" are those of Metacontroller's Event (which
+// Metacontroller records on the CompositeController, and then ignores the
+// controller).
+func (e *engine) statusSubresourceWarning(gvk schema.GroupVersionKind) string {
+	crd := gvk.Kind
+	if m, err := e.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+		crd = m.Resource.GroupResource().String()
+	}
+	_, controller, _ := strings.Cut(e.name, "/")
+	return fmt.Sprintf("[%s] Sync error - CRD [%s] does not have subresource 'Status' enabled; "+
+		"the status is written by an update of the whole object (which also bumps metadata.generation)", controller, crd)
 }
 
 // noStatusSubresource reports whether a status write of the kind had to

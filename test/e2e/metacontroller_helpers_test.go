@@ -41,6 +41,13 @@ spec:
 `, kind, plural, scope, strings.ToLower(kind))
 }
 
+// crdYAMLNoStatus is crdYAML without the status subresource: a status
+// is then part of the main resource (written by an update of the whole
+// object, which bumps metadata.generation).
+func crdYAMLNoStatus(kind, plural, scope string) string {
+	return strings.Replace(crdYAML(kind, plural, scope), "      subresources: {status: {}}\n", "", 1)
+}
+
 // installCRD applies a CRD and waits until it is established.
 func installCRD(t *testing.T, kind, plural, scope string) {
 	t.Helper()
