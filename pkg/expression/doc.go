@@ -16,14 +16,21 @@
 //   - {"@op": arg} calls operator @op. A map with several keys of which one
 //     starts with "@" is an error. The bare string "@now" calls @now.
 //   - "$.a.b", "$.list[0]", "$.items[*].name": JSONPath queries (RFC 9535,
-//     github.com/theory/jsonpath) on the global subject $. "$$" is the local
-//     subject (the current element inside list operators) and "$$.name"
-//     queries it. A singular query (only name and index selectors) yields the
-//     value or null when absent; any other query yields the list of matched
-//     nodes.
+//     github.com/theory/jsonpath) on the global subject $ ("$." is the whole
+//     subject too). "$$" (or "$$.") is the local subject (the current
+//     element inside list operators) and "$$.name" queries it. A singular
+//     query (only name and index selectors) yields the value or null when
+//     absent; a query whose other selectors are filters yields the first
+//     matched node or null (`$.status.conditions[?(@.type=='Ready')].status`,
+//     as in Δ-controller and kubectl); any other query (wildcard, slice,
+//     union, descendant) yields the list of matched nodes. Filters also take
+//     Δ-controller's `x in ['a', 'b']` (a list of literals).
 //   - Lists and maps are literals whose members are expressions. In a map, a
 //     key starting with "$" is a setter: {"$.metadata.annotations.a": "x"}
-//     writes "x" at that path into the map built from the other keys.
+//     writes "x" at that path into the map built from the other keys; an
+//     index past the end pads the list with nulls. The setter "$." makes its
+//     value (a map) the base of the result, before the plain keys and the
+//     other setters.
 //   - {"@noop": x} is x taken literally: the escape for strings starting with
 //     "$" or "@".
 //

@@ -32,7 +32,9 @@ import (
 //   - Lists and maps are literals whose elements are expressions. In a map,
 //     a key starting with "$" is a setter: the singular JSONPath (see
 //     ParseSetter) at which its value is written into the map built from the
-//     plain keys; setters are applied in sorted key order.
+//     plain keys; setters are applied in sorted key order. The root setter
+//     "$." is applied first: its value (a map) is the base that the plain
+//     keys and the other setters write into.
 //   - Everything else is a literal.
 //
 // All errors are *Error values naming the path and, when relevant, the
