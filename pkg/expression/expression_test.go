@@ -58,7 +58,12 @@ type evalCase struct {
 
 func runCases(t *testing.T, cases []evalCase) {
 	t.Helper()
-	subject := pod(t)
+	runCasesOn(t, pod(t), cases)
+}
+
+// runCasesOn runs the cases on subject.
+func runCasesOn(t *testing.T, subject any, cases []evalCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := Parse(decode(t, tc.spec), "spec.x")
@@ -252,27 +257,7 @@ func TestFilterQueries(t *testing.T) {
 		{"in empty element", `"$.spec.containers[?(@.name in ['a',,'b'])]"`, nil, `empty element in the list right of "in"`},
 		{"in without operand", `"$.spec.containers[?in ['a']]"`, nil, `"in" needs a left-hand operand`},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			e, err := Parse(decode(t, tc.spec), "spec.x")
-			var got any
-			if err == nil {
-				got, err = e.Eval(&Context{Subject: subject})
-			}
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("%s: got %#v, %v; want error containing %q", tc.spec, got, err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", tc.spec, err)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("%s:\n got  %#v\n want %#v", tc.spec, got, tc.want)
-			}
-		})
-	}
+	runCasesOn(t, subject, cases)
 	q, err := ParseQuery("$.status.conditions[?(@.type=='Ready')].status")
 	if err != nil {
 		t.Fatal(err)
@@ -1213,4 +1198,28 @@ func TestInChainsNot(t *testing.T) {
 	if _, err := ParseQuery(text); err == nil || !strings.Contains(err.Error(), `"in" needs a left-hand operand`) {
 		t.Fatalf("chained in: %v", err)
 	}
+}
+
+// TestDeltaControllerSpellings runs queries and setters as Δ-controller's
+// users write them, with the values Δ-controller gives.
+func TestDeltaControllerSpellings(t *testing.T) {
+	subject := Normalize(decode(t, `{
+	  "metadata": {"namespace": "default2", "name": "name"},
+	  "spec": [
+	    {"name": "name1", "a": 1, "b": {"c": 2}},
+	    {"name": "name2", "a": 2, "b": {"d": 3}}
+	  ]
+	}`))
+	cases := []evalCase{
+		{"filter deref", `"$.spec[?(@.name == 'name1')].b"`, m{"c": int64(2)}, ""},
+		{"filter element", `"$.spec[?(@.name == 'name2')]"`, m{"name": "name2", "a": int64(2), "b": m{"d": int64(3)}}, ""},
+		{"in", `"$.spec[?(@.name in ['name1', 'name2'])].b.d"`, int64(3), ""},
+		{"root getter", `{"a": "$."}`, m{"a": subject}, ""},
+		{"root setter", `{"$.": {"a": "b"}}`, m{"a": "b"}, ""},
+		{"root setter non-map", `{"$.": "a"}`, nil, `the value must be a map`},
+		{"padding setter", `{"$.y[3]": 12}`, m{"y": l{nil, nil, nil, int64(12)}}, ""},
+		{"setter with query", `{"$.y.z": "$.spec[0].b"}`, m{"y": m{"z": m{"c": int64(2)}}}, ""},
+		{"hash", `{"@hash": {"@noop": {"name": "web", "port": 80}}}`, "dvz803", ""},
+	}
+	runCasesOn(t, subject, cases)
 }
