@@ -488,8 +488,11 @@ type ControllerRevisionList struct {
 
 // RelatedResourceRule is one entry of a customize hook response: the
 // related objects a sync hook needs. A rule selects either by labelSelector
-// or by names, and either by namespace or by namespaceSelector. Objects of a
-// namespaced parent come from the parent's namespace only.
+// or by names, and either by namespace or by namespaceSelector. With a v1
+// customize hook, a namespaced parent's rule without namespace or
+// namespaceSelector selects in the parent's namespace, and names may not
+// reach another namespace; with v2 a rule selects what it says
+// (Metacontroller's rules).
 type RelatedResourceRule struct {
 	ResourceRule `json:",inline"`
 	// +optional
