@@ -173,9 +173,15 @@ func isNotFound(err error) bool { return err != nil && strings.Contains(err.Erro
 
 // applyMC applies CompositeController/DecoratorController manifests and
 // deletes them when the test ends, so that no controller outlives its test
-// (and its hook server).
+// (and its hook server). Call it after startManager and newHookServer, so
+// that the deletion runs while both still do.
 func applyMC(t *testing.T, manifests string) {
 	t.Helper()
 	mustKubectl(t, manifests, "apply", "-f", "-")
-	t.Cleanup(func() { _, _ = kubectl(t, manifests, "delete", "--ignore-not-found", "--wait=false", "-f", "-") })
+	// Waits (bounded) for the objects to go: a controller with a finalize
+	// hook carries a cleanup finalizer that the still-running manager
+	// removes once it has released the controller's parents.
+	t.Cleanup(func() {
+		_, _ = kubectl(t, manifests, "delete", "--ignore-not-found", "--wait=true", "--timeout=30s", "-f", "-")
+	})
 }
