@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +14,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/dcontroller/dcontroller/pkg/metacontroller"
+	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
 // startDctlBinary runs the dctl binary built from this tree with args
@@ -287,5 +293,129 @@ func TestMetacontrollerFlagsHelp(t *testing.T) {
 	_, err = runDctl(t, "start", "--metrics-addr=:8080", "--metrics-address=:9999")
 	if err == nil || !strings.Contains(err.Error(), "--metrics-addr=:8080 and --metrics-address=:9999 are the same setting with different values") {
 		t.Errorf("conflicting spellings: %v", err)
+	}
+}
+
+// startSSAManager runs a manager whose hook controllers write children
+// with server-side apply under fieldManager, until the test ends.
+func startSSAManager(t *testing.T, fieldManager string) {
+	t.Helper()
+	log := ctrl.Log.WithName(t.Name())
+	mgr, rt, err := operator.NewManager(restConfig, operator.ManagerOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := metacontroller.Setup(ctx, mgr, metacontroller.Options{Logger: log,
+		ApplyStrategy: metacontroller.ServerSideApply, FieldManager: fieldManager}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+		rt.Stop()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// TestMetacontrollerServerSideApplyStrategies: under server-side apply a
+// Recreate child that differs is deleted and created again (new UID, by
+// an apply), an InPlace child is applied in place (same UID), and a field
+// of an InPlace child that someone else changed is set back by the next
+// sync (forced ownership), while a field the desired child does not set
+// is kept.
+func TestMetacontrollerServerSideApplyStrategies(t *testing.T) {
+	const ns = "e2e-mc-ssa"
+	installCRD(t, "SSAParent", "ssaparents", "Namespaced")
+	mustKubectl(t, "", "create", "namespace", ns)
+	startSSAManager(t, "ssa-e2e")
+	h := newHookServer(t, func(req map[string]any) any {
+		v := str(path(req, "parent.spec.v"))
+		return map[string]any{"children": []any{
+			map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "ssa-cm"}, "data": map[string]any{"v": v}},
+			map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "ssa-secret"},
+				"data": map[string]any{"v": base64.StdEncoding.EncodeToString([]byte(v))}},
+		}}
+	})
+	applyMC(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: ssa-controller}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: e2e.dcontroller.io/v1, resource: ssaparents}
+  childResources:
+    - apiVersion: v1
+      resource: configmaps
+      updateStrategy: {method: InPlace}
+    - apiVersion: v1
+      resource: secrets
+      updateStrategy: {method: Recreate}
+  hooks:
+    sync: {webhook: {url: %s}}
+`, h.URL))
+	parent := func(v string) string {
+		return "apiVersion: e2e.dcontroller.io/v1\nkind: SSAParent\nmetadata: {name: p, namespace: " + ns + "}\nspec: {v: \"" + v + "\"}\n"
+	}
+	mustKubectl(t, parent("1"), "apply", "-f", "-")
+	get := func(kind, name string) *unstructured.Unstructured {
+		u, err := getObj(t, "v1", kind, ns, name)
+		if err != nil {
+			return nil
+		}
+		return u
+	}
+	applied := func(u *unstructured.Unstructured) bool {
+		for _, m := range u.GetManagedFields() {
+			if m.Manager == "ssa-e2e" && m.Operation == "Apply" {
+				return true
+			}
+		}
+		return false
+	}
+	eventually(t, 30*time.Second, func() string {
+		cm, sec := get("ConfigMap", "ssa-cm"), get("Secret", "ssa-secret")
+		if cm == nil || sec == nil || str(path(cm.Object, "data.v")) != "1" || str(path(sec.Object, "data.v")) != "MQ==" {
+			return "children not at v=1"
+		}
+		return ""
+	})
+	stable(t, h, time.Second)
+	cm0, sec0 := get("ConfigMap", "ssa-cm"), get("Secret", "ssa-secret")
+
+	mustKubectl(t, parent("2"), "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		cm, sec := get("ConfigMap", "ssa-cm"), get("Secret", "ssa-secret")
+		switch {
+		case sec == nil || sec.GetUID() == sec0.GetUID() || str(path(sec.Object, "data.v")) != "Mg==" || !applied(sec):
+			return "ssa-secret not recreated by an apply at v=2"
+		case cm == nil || cm.GetUID() != cm0.GetUID() || str(path(cm.Object, "data.v")) != "2" || !applied(cm):
+			return "ssa-cm not applied in place at v=2"
+		}
+		return ""
+	})
+	stable(t, h, time.Second)
+
+	// Someone else changes the applied field and adds one of their own.
+	mustKubectl(t, "", "-n", ns, "patch", "configmap", "ssa-cm", "--type=merge", "-p", `{"data":{"v":"drift","other":"kept"}}`)
+	eventually(t, 30*time.Second, func() string {
+		cm := get("ConfigMap", "ssa-cm")
+		if cm == nil || str(path(cm.Object, "data.v")) != "2" || str(path(cm.Object, "data.other")) != "kept" {
+			return fmt.Sprintf("ssa-cm data: %v", path(cm.Object, "data"))
+		}
+		return ""
+	})
+	// Nothing left to write: the children stay as they are.
+	cm1, sec1 := get("ConfigMap", "ssa-cm"), get("Secret", "ssa-secret")
+	stable(t, h, 2*time.Second)
+	if cm, sec := get("ConfigMap", "ssa-cm"), get("Secret", "ssa-secret"); cm.GetResourceVersion() != cm1.GetResourceVersion() ||
+		sec.GetResourceVersion() != sec1.GetResourceVersion() {
+		t.Errorf("children written with nothing changing")
 	}
 }
