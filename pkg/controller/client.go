@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -36,8 +37,20 @@ type Client interface {
 // Apply has no schema to merge lists by key offline, so it applies obj as a
 // JSON merge patch, creating the object when it is missing; controllers
 // writing through a StoreClient handle Applier targets as patches (see
-// NoServerSideApply).
+// NoServerSideApply). A core Secret's stringData is folded into data on
+// every write, as the API server does (object.FoldSecretStringData).
 type StoreClient struct{ Store *view.Store }
+
+// asServer returns obj as the API server would store it: a core Secret with
+// its stringData folded into data (a copy; obj is not modified).
+func asServer(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if _, ok := obj.Object["stringData"]; !ok {
+		return obj
+	}
+	out := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+	object.FoldSecretStringData(out.Object)
+	return out
+}
 
 // NoServerSideApply marks a client without server-side apply.
 func (StoreClient) NoServerSideApply() {}
@@ -51,6 +64,7 @@ func (c StoreClient) List(_ context.Context, gvk schema.GroupVersionKind) ([]*un
 }
 
 func (c StoreClient) Create(_ context.Context, obj *unstructured.Unstructured) error {
+	obj = asServer(obj)
 	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
 		return err
 	}
@@ -59,6 +73,7 @@ func (c StoreClient) Create(_ context.Context, obj *unstructured.Unstructured) e
 }
 
 func (c StoreClient) Update(_ context.Context, obj *unstructured.Unstructured) error {
+	obj = asServer(obj)
 	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
 		return err
 	}
@@ -79,7 +94,7 @@ func (c StoreClient) Patch(_ context.Context, gvk schema.GroupVersionKind, key o
 	if err != nil {
 		return err
 	}
-	obj := &unstructured.Unstructured{Object: merged}
+	obj := asServer(&unstructured.Unstructured{Object: merged})
 	obj.SetResourceVersion(existing.GetResourceVersion())
 	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
 		return err

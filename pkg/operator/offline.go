@@ -194,6 +194,7 @@ func (o *Offline) store(obj *unstructured.Unstructured) error {
 	}
 	in := obj.DeepCopy()
 	in.SetResourceVersion("")
+	object.FoldSecretStringData(in.Object) // as the API server stores a Secret
 	if _, err := o.Store.Get(in.GroupVersionKind(), key); err == nil {
 		if _, err := o.Store.Update(in); err != nil {
 			return err
