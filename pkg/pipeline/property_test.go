@@ -114,6 +114,9 @@ var propertyCases = []struct {
 	{"project list", []string{"Pod"}, `{"@project": [
 			{"metadata": "$.metadata", "app": "$.metadata.labels.app"},
 			{"metadata": {"name": "$.metadata.name"}, "$.metadata.labels.app": "$.app"}]}`},
+	{"project list copy", []string{"Pod"}, `{"@project": [
+			{"$.": "$."},
+			{"$.metadata.labels.copied": "yes", "spec": {"containers": [{"name": "extra"}]}}]}`},
 	{"select+project", []string{"Pod"}, `[
 			{"@select": {"@gte": [{"@len": "$.spec.containers"}, 1]}},
 			{"@project": {"metadata": {"name": "$.metadata.name", "namespace": "$.metadata.namespace",
