@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -42,10 +43,37 @@ controllers whose logic is a pipeline over the objects they watch.`,
 	return root
 }
 
+// goStyleFlags rewrites the single-dash long flags of args ("-workers=3",
+// "-zap-log-level", as Go's flag package, which Metacontroller parses its
+// command line with, accepts them) to the double-dash form cmd parses. Only
+// names of cmd's long flags are rewritten; one-letter shorthands ("-v=4")
+// and everything after "--" stay as they are.
+func goStyleFlags(cmd *cobra.Command, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' {
+			name, _, _ := strings.Cut(a[1:], "=")
+			if len(name) > 1 && cmd.Flags().Lookup(name) != nil {
+				a = "-" + a
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
 // Execute runs dctl with args and returns the process exit code: 0 on
 // success, 1 on a usage or input error, 2 when the work ran but reported errors.
 func Execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCommand(stdin, stdout, stderr)
+	if len(args) > 0 && args[0] == "start" {
+		if start, _, err := root.Find(args[:1]); err == nil {
+			args = append(args[:1:1], goStyleFlags(start, args[1:])...)
+		}
+	}
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(stderr, "Error: %v\n", err)
