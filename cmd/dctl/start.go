@@ -72,31 +72,39 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 		return err
 	}
 	mapper := mgr.GetRESTMapper()
-	if _, err := mapper.RESTMapping(schema.GroupKind{Group: opv1a1.GroupName, Kind: "Operator"}); err != nil {
-		return fmt.Errorf("the Operator CRD (operators.%s) is not installed in the cluster; install it with `kubectl apply -k config/crd` (%w)", opv1a1.GroupName, err)
-	}
-	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log.WithName("operator"),
-		Recorder: events.Limit(mgr.GetEventRecorder("dcontroller"), mf.eventsQPS, mf.eventsBurst)}
-	if err := rec.SetupWithManager(ctx, mgr); err != nil {
-		return err
-	}
-	// The hook controllers run when their CRDs are installed.
+	// Operators run when their CRD is installed, hook controllers when
+	// theirs are: a Metacontroller installation runs without the Operator
+	// CRD, a dcontroller one without Metacontroller's.
+	_, errO := mapper.RESTMapping(schema.GroupKind{Group: opv1a1.GroupName, Kind: "Operator"})
 	_, errC := mapper.RESTMapping(schema.GroupKind{Group: mcv1a1.GroupName, Kind: "CompositeController"})
 	_, errD := mapper.RESTMapping(schema.GroupKind{Group: mcv1a1.GroupName, Kind: "DecoratorController"})
-	if errC == nil && errD == nil {
+	hooks := errC == nil && errD == nil
+	if errO != nil && !hooks {
+		return fmt.Errorf("neither the Operator CRD (operators.%s) nor the CompositeController and DecoratorController CRDs (%s) are installed in the cluster; install them with `kubectl apply -k config/crd` (%w)", opv1a1.GroupName, mcv1a1.GroupName, errO)
+	}
+	if errO == nil {
+		rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log.WithName("operator"),
+			Recorder: events.Limit(mgr.GetEventRecorder("dcontroller"), mf.eventsQPS, mf.eventsBurst)}
+		if err := rec.SetupWithManager(ctx, mgr); err != nil {
+			return err
+		}
+		srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), rt), false),
+			apiserver.ExpectedKindsOf(apiserver.AllClusterOperators(mgr.GetClient(), 5*time.Second), false), false, log)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(manager.RunnableFunc(runServer(srv))); err != nil {
+			return err
+		}
+	} else {
+		log.Info("Operator support and the view API server are off: the Operator CRD (operators." + opv1a1.GroupName + ") is not installed; install it with `kubectl apply -k config/crd` and restart")
+	}
+	if hooks {
 		if err := metacontroller.Setup(ctx, mgr, mf.options(log)); err != nil {
 			return err
 		}
 	} else {
 		log.Info("CompositeController/DecoratorController support is off: their CRDs (metacontroller.k8s.io) are not installed; install them with `kubectl apply -k config/crd` and restart")
-	}
-	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), rt), false),
-		apiserver.ExpectedKindsOf(apiserver.AllClusterOperators(mgr.GetClient(), 5*time.Second), false), false, log)
-	if err != nil {
-		return err
-	}
-	if err := mgr.Add(manager.RunnableFunc(runServer(srv))); err != nil {
-		return err
 	}
 	defer rt.Stop()
 	log.Info("starting manager")
