@@ -1223,3 +1223,55 @@ func TestDeltaControllerSpellings(t *testing.T) {
 	}
 	runCasesOn(t, subject, cases)
 }
+
+// TestDashNames: dotted member names with hyphens, as Kubernetes label and
+// annotation keys have them, read and set like bracketed names.
+func TestDashNames(t *testing.T) {
+	obj := map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{"app-name": "web", "tier": "front"},
+		"annotations": map[string]any{"new-annotation": "x"},
+	}, "items": []any{map[string]any{"node-role": "a"}, map[string]any{"node-role": "b"}}}
+	for _, tc := range []struct {
+		query string
+		want  any
+	}{
+		{"$.metadata.labels.app-name", "web"},
+		{"$.metadata.annotations.new-annotation", "x"},
+		{"$.metadata.labels['app-name']", "web"},
+		{"$..node-role", []any{"a", "b"}},
+		{"$.items[?(@.node-role == 'b')].node-role", "b"},
+		{"$.items[?(@.node-role == 'a-b')].node-role", nil},
+		{"$.metadata.labels.tier", "front"},
+	} {
+		q, err := ParseQuery(tc.query)
+		if err != nil {
+			t.Errorf("%s: %v", tc.query, err)
+			continue
+		}
+		got, err := q.Eval(&Context{Subject: obj})
+		if err != nil {
+			t.Errorf("%s: %v", tc.query, err)
+			continue
+		}
+		if !DeepEqual(got, tc.want) {
+			t.Errorf("%s = %v, want %v", tc.query, got, tc.want)
+		}
+	}
+	s, err := ParseSetter("$.metadata.labels.app-name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]any{}
+	if err := s.Set(out, "api"); err != nil {
+		t.Fatal(err)
+	}
+	if !DeepEqual(out, map[string]any{"metadata": map[string]any{"labels": map[string]any{"app-name": "api"}}}) {
+		t.Errorf("setter wrote %v", out)
+	}
+	if got := rewriteDashNames(`$.a["x.y-z"].b-c`); got != `$.a["x.y-z"]['b-c']` {
+		t.Errorf("string literal rewritten: %s", got)
+	}
+	if got := rewriteDashNames(`$.a[?(@.x == -1.5)]`); got != `$.a[?(@.x == -1.5)]` {
+		t.Errorf("number rewritten: %s", got)
+	}
+}

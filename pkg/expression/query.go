@@ -81,7 +81,7 @@ func parseQuery(text, path string) (*Query, error) {
 		// of the root; RFC 9535 has "$").
 		src = "$"
 	}
-	src, err := rewriteIn(src)
+	src, err := rewriteIn(rewriteDashNames(src))
 	if err != nil {
 		return nil, newError(path, "", "invalid JSONPath %q: %v", text, err)
 	}
