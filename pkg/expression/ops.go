@@ -31,7 +31,7 @@ func init() {
 		"@and":       variadic(true, evalAndOr(true)),
 		"@or":        variadic(true, evalAndOr(false)),
 		"@not":       fixed(1, 1, unary(opNot)),
-		"@cond":      fixed(3, 3, evalCond),
+		"@cond":      fixed(2, 3, evalCond),
 		"@switch":    special(parseSwitch, evalSwitch),
 		"@definedOr": fixed(2, 2, evalDefinedOr),
 		"@noop":      special(parseNoop, evalNoop),

@@ -48,8 +48,8 @@ func opNot(c *call, v any) (any, error) {
 	return !b, nil
 }
 
-// evalCond implements @cond [cond, then, else]; only the chosen branch is
-// evaluated.
+// evalCond implements @cond [cond, then, else] and [cond, then] (else is
+// null, as in Δ-controller); only the chosen branch is evaluated.
 func evalCond(c *call, ctx *Context) (any, error) {
 	v, err := c.args[0].Eval(ctx)
 	if err != nil {
@@ -61,6 +61,9 @@ func evalCond(c *call, ctx *Context) (any, error) {
 	}
 	if b {
 		return c.args[1].Eval(ctx)
+	}
+	if len(c.args) < 3 {
+		return nil, nil
 	}
 	return c.args[2].Eval(ctx)
 }
