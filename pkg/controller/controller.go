@@ -606,7 +606,13 @@ func (c *Controller) getWritten(key object.Key) (map[string]any, bool) {
 	return v, ok
 }
 
+// setWritten records what was written for key, without the fields the
+// API server owns (object.ServerFields): the resourceVersion an update
+// carries is not part of the output, and keeping it would make the next
+// comparison find it "dropped" and rewrite the object on the echo of the
+// controller's own write.
 func (c *Controller) setWritten(key object.Key, v map[string]any) {
+	v = object.StripServerFields(v)
 	c.smu.Lock()
 	defer c.smu.Unlock()
 	c.written[key] = v

@@ -397,3 +397,39 @@ func TestUpdaterRemovesFieldDroppedDuringRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreAfterOwnUpdate: the echo of the controller's own update (not
+// only of its create) is no reason to write, so a target whose output
+// changes several times in a row is not taken for one another writer
+// keeps changing.
+func TestRestoreAfterOwnUpdate(t *testing.T) {
+	ctx := context.Background()
+	store := view.NewStore()
+	client := &countingClient{StoreClient: StoreClient{Store: store}}
+	key := object.Key{Namespace: "ns", Name: "p"}
+	clock := newClock()
+	c := mustNew(t, named("copy"), clock.opts(client))
+	pod := metaPod(map[string]any{"tier": "gold"}, map[string]any{})
+	if err := c.Handle(ctx, nil, pod); err != nil {
+		t.Fatal(err)
+	}
+	for i, image := range []string{"b", "c", "d", "e"} {
+		next := pod.DeepCopy()
+		next.Object["spec"].(map[string]any)["image"] = image
+		if err := c.Handle(ctx, pod, next); err != nil {
+			t.Fatal(err)
+		}
+		pod = next
+		writes := client.writes
+		if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || client.writes != writes {
+			t.Fatalf("update %d: echo of the own write: wait %v err %v writes %d", i, wait, err, client.writes-writes)
+		}
+	}
+	if got := c.Contested(); len(got) != 0 {
+		t.Errorf("contested after the controller's own updates: %+v", got)
+	}
+	cm, _ := store.Get(cmGVK, key)
+	if img, _, _ := unstructured.NestedString(cm.Object, "data", "image"); img != "e" {
+		t.Errorf("data.image = %q, want e", img)
+	}
+}
