@@ -155,6 +155,7 @@ func TestLiteralsAndQueries(t *testing.T) {
 		{"dollar words are paths", `"$5"`, nil, `invalid JSONPath`},
 		{"operator with other keys", `{"@len": [], "x": 1}`, nil, `spec.x: operator "@len" must be the only key`},
 		{"unknown operator", `{"a": {"@frobnicate": 1}}`, nil, `spec.x.a: unknown operator "@frobnicate"`},
+		{"unknown operator of earlier releases says what to write", `{"@merge": {"a": 1}}`, nil, `spec.x: unknown operator "@merge"; to merge maps into one result in order, use the list form of @project: "@project": [map, map, ...]`},
 	})
 }
 

@@ -331,11 +331,21 @@ func (c *call) errorf(format string, args ...any) *Error {
 	return newError(c.path, c.op, format, args...)
 }
 
+// unknownHints say what to write instead of operators that are not in the
+// language but appear in operators written for earlier Δ-controller
+// releases.
+var unknownHints = map[string]string{
+	"@merge": `to merge maps into one result in order, use the list form of @project: "@project": [map, map, ...] (each map is merged into the result; a key "$." copies the input)`,
+}
+
 // parseCall parses a call of operator name with argument spec arg. mapPath
 // is the path of the map holding the call, opPath the path of the call.
 func parseCall(name string, arg any, mapPath, opPath string, sc scope) (Expression, error) {
 	def, ok := operators[name]
 	if !ok {
+		if hint, ok := unknownHints[name]; ok {
+			return nil, newError(mapPath, "", "unknown operator %q; %s", name, hint)
+		}
 		return nil, newError(mapPath, "", "unknown operator %q", name)
 	}
 	if needsNormalize(arg) {

@@ -63,13 +63,17 @@ const (
 	opMux      = "@mux"
 	opGroupBy  = "@groupBy"
 	opDistinct = "@distinct"
+	// opAggregate is not a stage: {"@join": ..., "@aggregate": [...]} is
+	// the earlier Δ-controller spelling of a list of stages.
+	opAggregate = "@aggregate"
 )
 
 // Compile compiles a pipeline spec over the given source kinds.
 //
 // spec is a decoded JSON value: a stage (a map with a single "@stage" key)
 // or a list of stages; nil or an empty list is the identity pipeline of a
-// single source. Numbers may be of any Go numeric type or json.Number.
+// single source. The earlier Δ-controller spelling {"@join": cond,
+// "@aggregate": [stage, ...]} is read as [{"@join": cond}, stage, ...]. Numbers may be of any Go numeric type or json.Number.
 // sources are the kinds of the source collections in order, e.g. ["Pod"] or
 // ["Pod", "Service"]; with several sources the pipeline must start with
 // @join, whose subject is the compound document {kind: document, ...}.
@@ -110,6 +114,13 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 			paths = append(paths, expression.Index(opts.Path, i))
 		}
 	case map[string]any:
+		if _, ok := s[opAggregate]; ok {
+			var err error
+			if specs, paths, err = aggregateForm(s, opts.Path); err != nil {
+				return nil, err
+			}
+			break
+		}
 		specs, paths = []any{s}, []string{opts.Path}
 	default:
 		return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("a pipeline must be a stage or a list of stages, got %s", typeName(s))}
@@ -159,6 +170,38 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 		return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("a pipeline over several sources (%s) must start with @join", strings.Join(sources, ", "))}
 	}
 	return p, nil
+}
+
+// aggregateForm reads the earlier Δ-controller spelling of a pipeline, a
+// map {"@join": cond, "@aggregate": [stage, ...]} (the @join optional),
+// as the list [{"@join": cond}, stage, ...]. It returns the stages and
+// their spec paths (pipeline["@aggregate"][i]); any other key is an error.
+func aggregateForm(m map[string]any, path string) ([]any, []string, error) {
+	for k := range m {
+		if k != opJoin && k != opAggregate {
+			return nil, nil, &expression.Error{Path: path, Err: fmt.Errorf("a pipeline map with %q may only have %q besides it, got %q; or write the pipeline as a list of stages", opAggregate, opJoin, k)}
+		}
+	}
+	var specs []any
+	var paths []string
+	if j, ok := m[opJoin]; ok {
+		specs = append(specs, map[string]any{opJoin: j})
+		paths = append(paths, path)
+	}
+	aggPath := expression.Field(path, opAggregate)
+	switch a := m[opAggregate].(type) {
+	case []any:
+		for i, st := range a {
+			specs = append(specs, st)
+			paths = append(paths, expression.Index(aggPath, i))
+		}
+	case map[string]any:
+		specs = append(specs, a)
+		paths = append(paths, aggPath)
+	default:
+		return nil, nil, &expression.Error{Path: aggPath, Err: fmt.Errorf("%s must be a list of stages, got %s", opAggregate, describeShape(a))}
+	}
+	return specs, paths, nil
 }
 
 // stageOf splits a stage spec into its name and argument.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
 	"github.com/dcontroller/dcontroller/pkg/expression"
@@ -354,6 +355,17 @@ func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m, ok := value.(map[string]any); ok && len(m) == 1 {
+		for k, v := range m {
+			if strings.HasPrefix(k, "$") {
+				// {"$.spec.podNames": "$.metadata.name"}, from earlier
+				// Δ-controller documentation.
+				return nil, &expression.Error{Path: valuePath, Op: name, Err: fmt.Errorf(
+					"the value must be a JSONPath string, read from each object and written back with the list at the same path; "+
+						"instead of {%q: %s} write %s and move the list to %s with a @project after the @gather", k, quoted(v), quoted(v), k)}
+			}
+		}
+	}
 	pa, err := compilePath(value, valuePath, name)
 	if err != nil {
 		return nil, err
@@ -394,4 +406,12 @@ func compileGroupBy(arg any, path string) (dbsp.Operator, error) {
 		}
 		return dbsp.Document{"key": k, "values": values}, nil
 	}).OrderBy(memberKey), nil
+}
+
+// quoted is v for an error message: a string quoted, anything else as %v.
+func quoted(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%v", v)
 }
