@@ -21,7 +21,7 @@ var (
 	cmGVK  = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 )
 
-func spec(t *testing.T, y string) opv1a1.Controller {
+func spec(t testing.TB, y string) opv1a1.Controller {
 	t.Helper()
 	var c opv1a1.Controller
 	b, err := yaml.YAMLToJSON([]byte(y))
