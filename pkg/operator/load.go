@@ -34,6 +34,16 @@ func DecodeOperators(r io.Reader) ([]*opv1a1.Operator, error) {
 		if err := json.Unmarshal(raw, &tm); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
+		if tm.APIVersion == "" && tm.Kind == "" {
+			var bare struct {
+				Controllers json.RawMessage `json:"controllers"`
+			}
+			if json.Unmarshal(raw, &bare) == nil && len(bare.Controllers) > 0 {
+				// The spec files Δ-controller's Go API loads by name.
+				return nil, fmt.Errorf("document %d: controllers: this is the spec of an operator without the Operator around it; write it as an Operator: apiVersion: %s, kind: Operator, metadata: {name: <operator name>}, and this document under spec (the name also names the operator's view group <name>.view.dcontroller.io)",
+					i+1, opv1a1.GroupVersion)
+			}
+		}
 		if tm.APIVersion != opv1a1.GroupVersion.String() || tm.Kind != "Operator" {
 			return nil, fmt.Errorf("document %d: expected apiVersion %s and kind Operator, got apiVersion %q kind %q",
 				i+1, opv1a1.GroupVersion, tm.APIVersion, tm.Kind)

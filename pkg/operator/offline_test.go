@@ -114,6 +114,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"", "no Operator found"},
 		{"apiVersion: dcontroller.io/v1alpha1\nkind: Operator\nmetadata: {name: a}\nspec: {controllers: [{nam: x}]}\n", `unknown field "spec.controllers[0].nam"`},
 		{"a: [", "document 1"},
+		{"controllers:\n- name: c\n  sources: [{kind: V}]\n  target: {kind: W}\n", "document 1: controllers: this is the spec of an operator without the Operator around it; write it as an Operator: apiVersion: dcontroller.io/v1alpha1, kind: Operator, metadata: {name: <operator name>}, and this document under spec"},
 	} {
 		_, err := DecodeOperators(strings.NewReader(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
