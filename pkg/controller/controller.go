@@ -559,7 +559,7 @@ func (c *Controller) syncKey(ctx context.Context, key object.Key, recordOutput b
 	}
 	c.counters.WriteErrors++
 	c.smu.Unlock()
-	err = fmt.Errorf("%s.target: %s %s: %w", c.path, c.target.GVK.Kind, key, err)
+	err = fmt.Errorf("%s.target: %s %s: %w%s", c.path, c.target.GVK.Kind, key, err, invalidNameHint(err))
 	c.recordError("write", err)
 	return false, errors.Join(derr, err)
 }
