@@ -132,10 +132,10 @@ type Controller struct {
 	target  Target
 	pipe    *pipeline.Pipeline
 
-	inputs  []map[object.Key]map[string]any // per source: the documents fed so far
-	outputs map[object.Key]*dbsp.ZSet       // integrated pipeline output per target key
-	written map[object.Key]map[string]any   // the last state written per target key
-	failed  map[object.Key]bool             // target keys whose last write failed
+	inputs  []map[object.Key]inputDoc     // per source: the documents fed so far
+	outputs map[object.Key]*dbsp.ZSet     // integrated pipeline output per target key
+	written map[object.Key]map[string]any // the last state written per target key
+	failed  map[object.Key]bool           // target keys whose last write failed
 	// conflicts: target keys owned by another running controller, by owner.
 	conflicts map[object.Key]string
 	// restores: target keys restored after changes by another writer.
@@ -220,7 +220,7 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 			kinds = append(kinds, gvk.Kind)
 		}
 		c.sources = append(c.sources, src)
-		c.inputs = append(c.inputs, map[object.Key]map[string]any{})
+		c.inputs = append(c.inputs, map[object.Key]inputDoc{})
 	}
 	tgvk, err := c.resolve(spec.Target.Resource, path+".target")
 	if err != nil {
@@ -396,13 +396,15 @@ func (c *Controller) Handle(ctx context.Context, old, new *unstructured.Unstruct
 	return c.HandleBatch(ctx, []Change{{Old: old, New: new}})
 }
 
-// HandleBatch takes ownership of the objects in changes (callers pass
-// copies; the pipeline never modifies them). It turns changes into one
+// HandleBatch never modifies the objects in changes and keeps references to
+// them (and to their maps) until they are replaced: callers may pass the
+// objects of an informer cache without copying them, as long as nobody
+// modifies those. It turns changes into one
 // delta per source kind (an update is the old document with weight -1 and
 // the new one with +1; objects leaving a source's namespace or selector are
 // removals), runs the pipeline once and writes the touched target objects.
-// Objects that belong to no source are ignored; metadata.managedFields is
-// dropped from source objects. Errors are returned joined and recorded in
+// Objects that belong to no source are ignored; the pipeline sees source
+// objects without metadata.managedFields. Errors are returned joined and recorded in
 // Errors.
 //
 // A change for which a pipeline stage would emit more than MaxDeltaEntries

@@ -383,3 +383,42 @@ target: {apiGroup: "", version: v1, kind: ConfigMap, type: Patcher}
 		t.Fatalf("a label the Patcher set was kept: %v", got.GetLabels())
 	}
 }
+
+// HandleBatch keeps the source objects it is given as they are (callers
+// pass the objects of an informer cache), while the pipeline does not see
+// their managedFields.
+func TestHandleBatchDoesNotModifySources(t *testing.T) {
+	ctx := context.Background()
+	c, store, _ := newController(t, `
+name: fields
+sources: [{apiGroup: "", version: v1, kind: Pod}]
+pipeline:
+  "@project":
+    metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}
+    data: {managed: {"@string": "$.metadata.managedFields"}, image: "$.spec.image"}
+target: {apiGroup: "", version: v1, kind: ConfigMap}
+`)
+	pod := obj(podGVK, "ns", "p", map[string]any{"spec": map[string]any{"image": "a"}})
+	pod.Object["metadata"].(map[string]any)["managedFields"] = []any{map[string]any{"manager": "kubectl"}}
+	before := pod.DeepCopy()
+	if err := c.Handle(ctx, nil, pod); err != nil {
+		t.Fatal(err)
+	}
+	next := pod.DeepCopy()
+	next.Object["spec"] = map[string]any{"image": "b"}
+	nextBefore := next.DeepCopy()
+	if err := c.Handle(ctx, pod, next); err != nil {
+		t.Fatal(err)
+	}
+	if !object.Equal(pod.Object, before.Object) || !object.Equal(next.Object, nextBefore.Object) {
+		t.Fatalf("HandleBatch modified its source objects:\n%v\n%v", pod.Object, next.Object)
+	}
+	cm, err := store.Get(cmGVK, object.Key{Namespace: "ns", Name: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := cm.Object["data"].(map[string]any)
+	if data["image"] != "b" || data["managed"] != nil && data["managed"] != "" {
+		t.Fatalf("pipeline output %v: want image b and no managedFields", data)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,10 +52,17 @@ type refusal struct {
 	key    object.Key
 }
 
+// inputDoc is a source document fed to the pipeline, with its dbsp.Hash,
+// so that its removal does not walk it again.
+type inputDoc struct {
+	doc  map[string]any
+	hash uint64
+}
+
 // inputUndo restores the controller's input map as it was before a batch.
 type inputUndo struct {
 	c    *Controller
-	prev map[refusal]map[string]any // nil value: the key was absent
+	prev map[refusal]inputDoc // nil doc: the key was absent
 }
 
 func (u *inputUndo) save(source int, key object.Key) {
@@ -67,7 +75,7 @@ func (u *inputUndo) save(source int, key object.Key) {
 
 func (u *inputUndo) restore() {
 	for r, doc := range u.prev {
-		if doc == nil {
+		if doc.doc == nil {
 			delete(u.c.inputs[r.source], r.key)
 		} else {
 			u.c.inputs[r.source][r.key] = doc
@@ -134,7 +142,7 @@ func (c *Controller) handleBatch(ctx context.Context, changes []Change, top bool
 // keys of the changes.
 func (c *Controller) deltasOf(changes []Change) (map[string]*dbsp.ZSet, *inputUndo, []refusal) {
 	deltas := map[string]*dbsp.ZSet{}
-	undo := &inputUndo{c: c, prev: map[refusal]map[string]any{}}
+	undo := &inputUndo{c: c, prev: map[refusal]inputDoc{}}
 	var touched []refusal
 	for _, ch := range changes {
 		ref := ch.New
@@ -160,18 +168,14 @@ func (c *Controller) deltasOf(changes []Change) (map[string]*dbsp.ZSet, *inputUn
 				z = dbsp.NewZSet()
 			}
 			if prev, ok := c.inputs[i][key]; ok {
-				z.Insert(prev, -1)
+				z.InsertHashed(prev.hash, prev.doc, -1)
 				delete(c.inputs[i], key)
 			}
 			if ch.New != nil && s.Matches(ch.New) {
-				// The object is ours (callers pass copies); managedFields is
-				// server bookkeeping that no pipeline needs.
-				doc := ch.New.Object
-				if meta, ok := doc["metadata"].(map[string]any); ok {
-					delete(meta, "managedFields")
-				}
-				z.Insert(doc, 1)
-				c.inputs[i][key] = doc
+				in := inputDoc{doc: withoutManagedFields(ch.New.Object)}
+				in.hash = dbsp.Hash(in.doc)
+				z.InsertHashed(in.hash, in.doc, 1)
+				c.inputs[i][key] = in
 			}
 			if !z.IsEmpty() {
 				deltas[s.GVK.Kind] = z
@@ -181,6 +185,25 @@ func (c *Controller) deltasOf(changes []Change) (map[string]*dbsp.ZSet, *inputUn
 		}
 	}
 	return deltas, undo, touched
+}
+
+// withoutManagedFields returns doc without metadata.managedFields, server
+// bookkeeping that no pipeline needs: doc itself when it has none, else a
+// copy of its top level and metadata maps (doc is not modified; the other
+// maps are shared).
+func withoutManagedFields(doc map[string]any) map[string]any {
+	meta, ok := doc["metadata"].(map[string]any)
+	if !ok {
+		return doc
+	}
+	if _, ok := meta["managedFields"]; !ok {
+		return doc
+	}
+	meta = maps.Clone(meta)
+	delete(meta, "managedFields")
+	doc = maps.Clone(doc)
+	doc["metadata"] = meta
+	return doc
 }
 
 // refusedErrors returns the errors of the refused changes in key order.

@@ -60,6 +60,11 @@ func (z *ZSet) Insert(doc Document, weight int) {
 	z.insertHashed(Hash(doc), doc, weight)
 }
 
+// InsertHashed is Insert with h = Hash(doc) computed by the caller, e.g.
+// kept from an earlier insertion of the same document so that removing it
+// does not walk it again. A wrong h breaks the Z-set.
+func (z *ZSet) InsertHashed(h uint64, doc Document, weight int) { z.insertHashed(h, doc, weight) }
+
 // insertHashed is Insert with a precomputed Hash(doc).
 func (z *ZSet) insertHashed(h uint64, doc Document, weight int) {
 	if weight == 0 {

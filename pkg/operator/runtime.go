@@ -434,6 +434,10 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 		if s.Namespace != "" {
 			lopts = append(lopts, client.InNamespace(s.Namespace))
 		}
+		// The cache's own objects, not copies: HandleBatch never modifies
+		// them and keeps them as its input state, so each object is held
+		// once.
+		lopts = append(lopts, client.UnsafeDisableDeepCopy)
 		if err := r.opts.Cache.List(ctx, l, lopts...); err != nil {
 			return fmt.Errorf("%s: listing %s: %w", s.Path, s.GVK, err)
 		}
@@ -567,8 +571,9 @@ func (r *Runtime) latest(ctx context.Context, gvk schema.GroupVersionKind, key o
 	if r.isView(gvk) {
 		return r.views.Get(gvk, key)
 	}
+	// The cache's own object, not a copy (see startController's List).
 	u := newObj(gvk)
-	if err := r.opts.Cache.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, u); err != nil {
+	if err := r.opts.Cache.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, u, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	return u, nil
