@@ -75,12 +75,16 @@ func (b *boundValue) Set(s string) error {
 	return nil
 }
 
-// Client-side rate limits of the manager's requests to the API server
-// (client-go's own defaults, 5 and 10, would hold a manager to about five
-// writes a second; API Priority and Fairness protects the server).
+// Client-side rate limits of the manager's requests to the API server. By
+// default there is none (QPS -1), as controller-runtime's GetConfig
+// leaves a client whose QPS is unset: API Priority and Fairness protects
+// the server, and a client-side token bucket would only hold the manager
+// below the rate the server itself admits. A positive --kube-api-qps
+// restores a token bucket (client-go's rule: QPS 0 means client-go's
+// default of 5, a Burst of 0 client-go's default of 10).
 const (
-	defaultKubeAPIQPS   = 100
-	defaultKubeAPIBurst = 200
+	defaultKubeAPIQPS   = -1
+	defaultKubeAPIBurst = 0
 )
 
 func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefault string) {
@@ -92,8 +96,10 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 	fs.StringVar(&f.leaderElectionNS, "leader-election-namespace", "dcontroller-system", "namespace of the leader-election Lease")
 	fs.IntVarP(&f.verbosity, "verbosity", "v", 0, "log verbosity (0: info, higher: more debug output)")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
-	fs.Float32Var(&f.qps, "kube-api-qps", defaultKubeAPIQPS, "requests per second the manager may send to the Kubernetes API server (sustained)")
-	fs.IntVar(&f.burst, "kube-api-burst", defaultKubeAPIBurst, "requests the manager may send to the Kubernetes API server in a burst")
+	fs.Float32Var(&f.qps, "kube-api-qps", defaultKubeAPIQPS, "requests per second the manager may send to the Kubernetes API server, sustained; "+
+		"negative: no client-side limit (API Priority and Fairness protects the server, as with controller-runtime's defaults), 0: client-go's default of 5")
+	fs.IntVar(&f.burst, "kube-api-burst", defaultKubeAPIBurst, "requests the manager may send to the Kubernetes API server in a burst when --kube-api-qps is positive "+
+		"(0: client-go's default of 10)")
 	f.limits.register(cmd)
 }
 
@@ -115,9 +121,7 @@ func (f *managerFlags) restConfig() (*rest.Config, error) {
 		}
 		cfg = in
 	}
-	if f.qps > 0 {
-		cfg.QPS = f.qps
-	}
+	cfg.QPS = f.qps
 	if f.burst > 0 {
 		cfg.Burst = f.burst
 	}

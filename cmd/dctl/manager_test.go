@@ -16,9 +16,9 @@ contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 `
 
-// TestRestConfigRateLimits: the manager's client gets the --kube-api-qps
-// and --kube-api-burst limits (defaults 100 and 200), not client-go's 5
-// and 10.
+// TestRestConfigRateLimits: by default the manager's client has no
+// client-side rate limit (QPS -1, as controller-runtime's GetConfig gives),
+// not client-go's 5 and 10; --kube-api-qps and --kube-api-burst set one.
 func TestRestConfigRateLimits(t *testing.T) {
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kc, []byte(testKubeconfig), 0o600); err != nil {
@@ -29,7 +29,8 @@ func TestRestConfigRateLimits(t *testing.T) {
 		qps   float32
 		burst int
 	}{
-		{nil, defaultKubeAPIQPS, defaultKubeAPIBurst},
+		{nil, -1, 0},
+		{[]string{"--kube-api-qps", "0"}, 0, 0},
 		{[]string{"--kube-api-qps", "7.5", "--kube-api-burst", "9"}, 7.5, 9},
 	} {
 		f := &managerFlags{}
