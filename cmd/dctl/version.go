@@ -7,8 +7,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = ""
+// version is dctl's release version: the chart's appVersion and the tag of
+// the image that `make image` builds are the same (test/image checks it). A
+// build may override it with -ldflags "-X main.version=...".
+var version = "0.1.0"
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
