@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -467,7 +468,7 @@ func (c *Controller) applyOutput(ctx context.Context, out *dbsp.ZSet) []error {
 	for _, e := range out.Entries() {
 		key, err := object.KeyOf(e.Doc)
 		if err != nil {
-			err = fmt.Errorf("%s.pipeline: output %s", c.path, err)
+			err = fmt.Errorf("%s.pipeline: output %s (a pipeline builds a new object: set metadata.name in its last @project, or start a list-form @project with {\"$.\": \"$.\"} to keep the input object)", c.path, err)
 			c.recordError("output", err)
 			errs = append(errs, err)
 			continue
@@ -614,7 +615,7 @@ func (c *Controller) getWritten(key object.Key) (map[string]any, bool) {
 // comparison find it "dropped" and rewrite the object on the echo of the
 // controller's own write.
 func (c *Controller) setWritten(key object.Key, v map[string]any) {
-	v = object.StripServerFields(v)
+	v = stripServerFields(v)
 	c.smu.Lock()
 	defer c.smu.Unlock()
 	c.written[key] = v
@@ -758,12 +759,13 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		}
 		return true, nil
 	}
-	obj := &unstructured.Unstructured{Object: object.StripServerFields(desired)}
+	obj := &unstructured.Unstructured{Object: stripServerFields(desired)}
 	obj.SetGroupVersionKind(c.target.GVK)
 	// The label and annotation keys the output sets are recorded on the
 	// object, so that a later write (of this run or after a restart) removes
 	// those the output drops.
-	managed := outputKeys(obj)
+	outLabels, ann := obj.GetLabels(), obj.GetAnnotations()
+	managed := outputKeys(outLabels, ann)
 	if !c.target.IsView() {
 		// A digest of the output: when the output changed since the
 		// recorded write, the record differs and the object is replaced,
@@ -771,7 +773,6 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		// server's defaults make "contains the output" no proof).
 		managed.Output = outputDigest(obj.Object)
 	}
-	ann := obj.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
 	}
@@ -780,9 +781,13 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		ann[ManagedMetadataAnnotation] = managed.encode()
 	}
 	ours := true
+	var existingAnns map[string]string
+	if existing != nil {
+		existingAnns = existing.GetAnnotations()
+	}
 	if !c.target.IsView() {
 		if existing != nil {
-			if owner := existing.GetAnnotations()[opv1a1.OwnerAnnotation]; owner != "" && owner != c.Owner() {
+			if owner := existingAnns[opv1a1.OwnerAnnotation]; owner != "" && owner != c.Owner() {
 				if c.ownerLive(owner) {
 					return false, &OwnerConflictError{Kind: c.target.GVK.Kind, Key: key, Owner: owner}
 				}
@@ -817,10 +822,10 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		prevKeys = parseManagedKeys(annotationsOf(prev))
 	}
 	if ours {
-		prevKeys = prevKeys.union(parseManagedKeys(existing.GetAnnotations()))
+		prevKeys = prevKeys.union(parseManagedKeys(existingAnns))
 	}
-	labels, droppedLabels := mergeManaged(existing.GetLabels(), obj.GetLabels(), prevKeys.Labels)
-	anns, droppedAnns := mergeManaged(existing.GetAnnotations(), obj.GetAnnotations(), append(prevKeys.Annotations, ManagedMetadataAnnotation))
+	labels, droppedLabels := mergeManaged(existing.GetLabels(), outLabels, prevKeys.Labels)
+	anns, droppedAnns := mergeManaged(existingAnns, ann, append(prevKeys.Annotations, ManagedMetadataAnnotation))
 	obj.SetLabels(labels)
 	obj.SetAnnotations(anns)
 	// The API server may add defaults; what matters is that everything the
@@ -837,6 +842,26 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	}
 	c.setWritten(key, obj.Object)
 	return true, nil
+}
+
+// stripServerFields returns doc without the metadata fields the API server
+// owns (object.ServerFields). Only the top level and the metadata map are
+// copied, the other values are shared with doc: the controller sets only
+// top-level and metadata fields on what it writes, and neither modifies
+// pipeline outputs nor the documents it records as written.
+func stripServerFields(doc map[string]any) map[string]any {
+	if doc == nil {
+		return nil
+	}
+	out := maps.Clone(doc)
+	if meta, ok := out["metadata"].(map[string]any); ok {
+		meta = maps.Clone(meta)
+		for _, f := range object.ServerFields {
+			delete(meta, f)
+		}
+		out["metadata"] = meta
+	}
+	return out
 }
 
 // withoutMetadataMaps returns doc without metadata.labels and
@@ -875,7 +900,7 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 	}
 	var patch map[string]any
 	if desired != nil {
-		patch = object.StripServerFields(desired)
+		patch = stripServerFields(desired)
 		delete(patch, "apiVersion")
 		delete(patch, "kind")
 	}
@@ -924,12 +949,12 @@ func (c *Controller) patchOrCreate(ctx context.Context, key object.Key, desired 
 			return false, err
 		}
 		if existing == nil {
-			obj := &unstructured.Unstructured{Object: object.StripServerFields(desired)}
+			obj := &unstructured.Unstructured{Object: stripServerFields(desired)}
 			obj.SetGroupVersionKind(c.target.GVK)
 			if err := c.call(ctx, "create", func() error { return c.opts.Client.Create(ctx, obj) }); err != nil {
 				return false, err
 			}
-			patch := object.StripServerFields(desired)
+			patch := stripServerFields(desired)
 			delete(patch, "apiVersion")
 			delete(patch, "kind")
 			c.setWritten(key, patch)
@@ -946,7 +971,7 @@ func (c *Controller) apply(ctx context.Context, key object.Key, desired map[stri
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{}}
 	if desired != nil {
-		obj.Object = object.StripServerFields(desired)
+		obj.Object = stripServerFields(desired)
 	}
 	obj.SetGroupVersionKind(c.target.GVK)
 	obj.SetNamespace(key.Namespace)
