@@ -235,6 +235,9 @@ type sizeLimited struct {
 }
 
 func (s sizeLimited) check(obj *unstructured.Unstructured) error {
+	if n, ok := jsonSizeBound(obj.Object, s.max); ok && n <= s.max {
+		return nil // far below the bound: no need to encode it
+	}
 	b, err := json.Marshal(obj.Object)
 	if err != nil {
 		return err
@@ -276,6 +279,50 @@ func (s sizeLimited) Patch(ctx context.Context, gvk schema.GroupVersionKind, key
 		return err
 	}
 	return s.Client.Patch(ctx, gvk, key, mergePatch)
+}
+
+// jsonSizeBound returns an upper bound of the length of v's JSON encoding
+// (each string byte counted as the 6 of a \u escape, numbers at their
+// longest), computed without encoding. ok is false for a value of another
+// type than the unstructured model holds (maps, lists, strings, bool,
+// int64, float64, nil), or as soon as the bound passes limit.
+func jsonSizeBound(v any, limit int) (n int, ok bool) {
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch t := v.(type) {
+		case nil:
+			n += 4
+		case bool:
+			n += 5
+		case string:
+			n += 2 + 6*len(t)
+		case int64:
+			n += 20
+		case float64:
+			n += 25
+		case map[string]any:
+			n += 2
+			for k, e := range t {
+				n += 4 + 6*len(k) // quotes, colon and comma
+				if !walk(e) {
+					return false
+				}
+			}
+		case []any:
+			n += 2
+			for _, e := range t {
+				n++
+				if !walk(e) {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+		return n <= limit
+	}
+	ok = walk(v)
+	return n, ok
 }
 
 // sizeLimitedOffline is sizeLimited over a client without server-side

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -172,5 +173,32 @@ target: {apiGroup: "", version: v1, kind: ConfigMap}
 	}
 	if n := len(vstore.List(opv1a1.ViewGroupVersion("test").WithKind("Blob"))); n != 1 {
 		t.Fatalf("%d view objects", n)
+	}
+}
+
+// jsonSizeBound is never below the length of the JSON encoding, escapes
+// and the longest numbers included.
+func TestJSONSizeBound(t *testing.T) {
+	docs := []map[string]any{
+		{},
+		{"a": nil, "b": true, "c": int64(-9223372036854775808), "d": -1.2345678901234567e-300},
+		{"s": "\x00\x01<>&\u2028\"\\", "l": []any{"", map[string]any{}, []any{}, false}},
+		{"metadata": map[string]any{"name": "x", "labels": map[string]any{"app": "web"}}, "data": map[string]any{"k": "v"}},
+	}
+	for _, d := range docs {
+		b, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, ok := jsonSizeBound(d, 1<<20)
+		if !ok || n < len(b) {
+			t.Errorf("bound %d (ok %v) for %s of %d bytes", n, ok, b, len(b))
+		}
+		if _, ok := jsonSizeBound(d, len(b)-1); ok && len(b) > 2 {
+			t.Errorf("bound within %d bytes for %s of %d bytes", len(b)-1, b, len(b))
+		}
+	}
+	if _, ok := jsonSizeBound(map[string]any{"n": 3}, 1<<20); ok {
+		t.Error("an int (not int64) has a bound")
 	}
 }

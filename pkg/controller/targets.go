@@ -117,15 +117,16 @@ func sortedStrings(set map[string]bool) []string {
 	return out
 }
 
-// outputKeys returns the label and annotation keys an output object sets,
-// without the owner and managed-metadata annotations.
-func outputKeys(obj *unstructured.Unstructured) managedKeys {
+// outputKeys returns the label and annotation keys an output object sets
+// (its labels and annotations), without the owner and managed-metadata
+// annotations.
+func outputKeys(outLabels, outAnns map[string]string) managedKeys {
 	labels := map[string]bool{}
-	for k := range obj.GetLabels() {
+	for k := range outLabels {
 		labels[k] = true
 	}
 	anns := map[string]bool{}
-	for k := range obj.GetAnnotations() {
+	for k := range outAnns {
 		if k != opv1a1.OwnerAnnotation && k != ManagedMetadataAnnotation {
 			anns[k] = true
 		}
