@@ -100,6 +100,12 @@ func TestWebhookFailures(t *testing.T) {
 		},
 		reason: ReasonInvalidResponse, errPart: `unknown field "childs"`,
 	}, {
+		name: "body over the bound",
+		handler: func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, `{"status":{"pad":"`+strings.Repeat("x", maxResponseBytes)+`"}}`)
+		},
+		reason: ReasonInvalidResponse, errPart: "the response body is larger than 64 MiB",
+	}, {
 		name: "timeout",
 		handler: func(_ http.ResponseWriter, r *http.Request) {
 			_, _ = io.ReadAll(r.Body)

@@ -23,7 +23,8 @@ import (
 	"github.com/dcontroller/dcontroller/pkg/metacontroller/hookapi"
 )
 
-// maxResponseBytes bounds a webhook response body.
+// maxResponseBytes bounds a webhook response body (64 MiB); a longer body
+// fails the call with ReasonInvalidResponse, as one that is not JSON does.
 const maxResponseBytes = 64 << 20
 
 // connSettings are the TLS and authentication settings of a webhook, from
@@ -357,12 +358,17 @@ func (w *webhook) Call(ctx context.Context, cacheKey string, request, response a
 		return fail(ReasonUnavailable, fmt.Errorf("POST %s: %w", w.url, err))
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	// One byte over the bound tells a body that ends there from a longer one.
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 			return fail(ReasonTimeout, fmt.Errorf("POST %s: no complete response within %s", w.url, w.timeout))
 		}
 		return fail(ReasonUnavailable, fmt.Errorf("POST %s: reading the response: %w", w.url, err))
+	}
+	if len(data) > maxResponseBytes {
+		return fail(ReasonInvalidResponse, fmt.Errorf("POST %s: status %d: the response body is larger than %d MiB",
+			w.url, resp.StatusCode, maxResponseBytes>>20))
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
