@@ -15,10 +15,15 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
@@ -408,3 +413,224 @@ spec:
 	r.childChange = float64(h.calls.Load()-c0) / benchChanges
 	return r
 }
+
+// hookBenchParents is the parent count of BenchmarkHookControllerAtServerRate.
+const hookBenchParents = 1000
+
+// BenchmarkHookControllerAtServerRate runs a CompositeController of 1,000
+// parents with 3 ConfigMap children each and an instant hook whose status
+// counts the children it observed, on the real `dctl start` binary with its
+// default settings, next to a plain client-go loop that creates the same
+// 3,000 children (labels and owner references as dctl writes them) and
+// writes the 1,000 statuses, with as many workers as dctl's --workers
+// default (metacontroller.DefaultWorkers, like with like) and no
+// client-side rate limit. Both start with the parents present: the plain
+// loop is timed from its first write, dctl from the CompositeController's
+// creation (with the manager already running) to every parent's
+// status.children being 3, seen on a watch. Reported: both times, their
+// ratio (target <= 1.2, checked), hook calls per parent, and the dctl
+// process's peak RSS (VmHWM; target <= 50 MiB, checked). With
+// DCTL_BENCH_PPROF_DIR set, CPU and heap profiles of the manager are saved
+// there. Run with -benchtime=1x.
+func BenchmarkHookControllerAtServerRate(b *testing.B) {
+	ctx := context.Background()
+	benchKubectl(b, crdYAML("BenchParent", "benchparents", "Namespaced"), "apply", "-f", "-")
+	benchKubectl(b, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/benchparents.e2e.dcontroller.io")
+	c, err := client.New(unthrottled(), client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		suffix := fmt.Sprintf("%d-%d", time.Now().Unix()%100000, i)
+		plainNS, dctlNS := "bench-hp-"+suffix, "bench-hd-"+suffix
+		benchKubectl(b, "", "create", "namespace", plainNS)
+		benchKubectl(b, "", "create", "namespace", dctlNS)
+		plainParents := createBenchParents(b, c, plainNS, hookBenchParents)
+		createBenchParents(b, c, dctlNS, hookBenchParents)
+
+		// The plain loop: per parent, its 3 children and then its status.
+		start := time.Now()
+		runParallel(b, hookBenchParents, metacontroller.DefaultWorkers, func(j int) error {
+			p := plainParents[j]
+			for k := 0; k < benchChildren; k++ {
+				cm := &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": "v1", "kind": "ConfigMap",
+					"metadata": map[string]any{"name": fmt.Sprintf("%s-%d", p.GetName(), k), "namespace": plainNS,
+						"labels": map[string]any{metacontroller.ControllerUIDLabel: string(p.GetUID())},
+						"ownerReferences": []any{map[string]any{"apiVersion": "e2e.dcontroller.io/v1", "kind": "BenchParent",
+							"name": p.GetName(), "uid": string(p.GetUID()), "controller": true, "blockOwnerDeletion": true}}},
+					"data": map[string]any{"value": "v1"}}}
+				if err := c.Create(ctx, cm); err != nil {
+					return err
+				}
+			}
+			return c.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType,
+				[]byte(`{"status":{"children":3,"observedGeneration":1}}`)))
+		})
+		plain := time.Since(start)
+
+		h := &benchHook{seen: map[string]bool{}}
+		srv := httptest.NewServer(h)
+		proc := startDctlB(b)
+		sw := watchSettled(b, dctlNS)
+		cc := fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: %s}
+spec:
+  generateSelector: true
+  parentResource:
+    apiVersion: e2e.dcontroller.io/v1
+    resource: benchparents
+    labelSelector: {matchLabels: {bench: %s}}
+  childResources:
+    - apiVersion: v1
+      resource: configmaps
+      updateStrategy: {method: InPlace}
+  hooks:
+    sync:
+      webhook: {url: %s}
+`, dctlNS, dctlNS, srv.URL)
+		ccObj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(cc), &ccObj.Object); err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		proc.profile(b, "hooks", 10*time.Second)
+		if err := c.Create(ctx, ccObj); err != nil {
+			b.Fatal(err)
+		}
+		if n := sw.wait(hookBenchParents, 10*time.Minute); n < hookBenchParents {
+			b.Fatalf("only %d of %d parents with status.children 3 after 10m", n, hookBenchParents)
+		}
+		withDctl := time.Since(start)
+		sw.stop()
+		h.quiet(3 * time.Second)
+		rss := proc.peakRSS(b)
+		calls := float64(h.calls.Load()) / hookBenchParents
+		if err := c.Delete(ctx, ccObj); err != nil {
+			b.Error(err)
+		}
+		proc.stop(b)
+		srv.Close()
+		l := &unstructured.UnstructuredList{}
+		l.SetAPIVersion("v1")
+		l.SetKind("ConfigMapList")
+		if err := c.List(ctx, l, client.InNamespace(dctlNS), client.HasLabels{metacontroller.ControllerUIDLabel}); err != nil {
+			b.Fatal(err)
+		}
+		if len(l.Items) != hookBenchParents*benchChildren {
+			b.Errorf("dctl made %d children, want %d", len(l.Items), hookBenchParents*benchChildren)
+		}
+
+		ratio := withDctl.Seconds() / plain.Seconds()
+		b.Logf("plain loop %v with %d workers; dctl %v; %.2f hook calls per parent; peak RSS %d MiB",
+			plain.Round(time.Millisecond), metacontroller.DefaultWorkers, withDctl.Round(time.Millisecond), calls, rss>>20)
+		b.ReportMetric(plain.Seconds(), "s-plain")
+		b.ReportMetric(withDctl.Seconds(), "s-dctl")
+		b.ReportMetric(ratio, "time-ratio")
+		b.ReportMetric(calls, "calls/parent")
+		b.ReportMetric(float64(rss)/(1<<20), "peak-RSS-MiB")
+		if ratio > 1.2 {
+			b.Errorf("dctl took %.2fx the plain loop's time (%v vs %v), want <= 1.2x", ratio,
+				withDctl.Round(time.Millisecond), plain.Round(time.Millisecond))
+		}
+		if rss > 50<<20 {
+			b.Errorf("dctl's peak RSS is %d MiB, want <= 50 MiB", rss>>20)
+		}
+	}
+}
+
+// createBenchParents creates n BenchParents labelled bench=ns in ns and
+// returns them as created.
+func createBenchParents(b *testing.B, c client.Client, ns string, n int) []*unstructured.Unstructured {
+	b.Helper()
+	out := make([]*unstructured.Unstructured, n)
+	runParallel(b, n, 8, func(i int) error {
+		out[i] = &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "e2e.dcontroller.io/v1", "kind": "BenchParent",
+			"metadata": map[string]any{"name": fmt.Sprintf("p%04d", i), "namespace": ns, "labels": map[string]any{"bench": ns}},
+			"spec":     map[string]any{"value": "v1"},
+		}}
+		return c.Create(context.Background(), out[i])
+	})
+	return out
+}
+
+// runParallel runs fn(0..n-1) on workers goroutines; an error fails b.
+func runParallel(b *testing.B, n, workers int, fn func(i int) error) {
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if err := fn(i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// settledWatch counts the BenchParents of a namespace whose status.children
+// is 3, from a watch.
+type settledWatch struct {
+	w    watch.Interface
+	done chan struct{}
+	n    atomic.Int64
+}
+
+func watchSettled(b *testing.B, ns string) *settledWatch {
+	b.Helper()
+	dc, err := dynamic.NewForConfig(unthrottled())
+	if err != nil {
+		b.Fatal(err)
+	}
+	res := dc.Resource(schema.GroupVersionResource{Group: "e2e.dcontroller.io", Version: "v1", Resource: "benchparents"}).Namespace(ns)
+	l, err := res.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	timeout := int64(900)
+	w, err := res.Watch(context.Background(), metav1.ListOptions{ResourceVersion: l.GetResourceVersion(), TimeoutSeconds: &timeout})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &settledWatch{w: w, done: make(chan struct{})}
+	settled := func(u *unstructured.Unstructured) bool {
+		n, _, _ := unstructured.NestedInt64(u.Object, "status", "children")
+		return n == benchChildren
+	}
+	go func() {
+		defer close(s.done)
+		seen := map[string]bool{}
+		for i := range l.Items {
+			if settled(&l.Items[i]) {
+				seen[l.Items[i].GetName()] = true
+				s.n.Add(1)
+			}
+		}
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || seen[u.GetName()] || !settled(u) {
+				continue
+			}
+			seen[u.GetName()] = true
+			s.n.Add(1)
+		}
+	}()
+	return s
+}
+
+func (s *settledWatch) wait(n int, timeout time.Duration) int {
+	deadline := time.Now().Add(timeout)
+	for int(s.n.Load()) < n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return int(s.n.Load())
+}
+
+func (s *settledWatch) stop() { s.w.Stop(); <-s.done }
