@@ -128,7 +128,8 @@ func (m *metacontrollerFlags) alias(fs *pflag.FlagSet, name, alias string) {
 }
 
 // validate checks the parsed flags: two spellings of one setting given
-// different values, an unknown apply strategy, a malformed selector.
+// different values, an unknown apply strategy, a malformed selector, a
+// worker count or interval out of range, a negative Event rate.
 func (m *metacontrollerFlags) validate(fs *pflag.FlagSet) error {
 	for _, a := range m.aliases {
 		if fs.Changed(a.name) && fs.Changed(a.alias) && a.byName.got != a.byAlias.got {
@@ -147,6 +148,17 @@ func (m *metacontrollerFlags) validate(fs *pflag.FlagSet) error {
 	}
 	if m.discovery <= 0 {
 		return fmt.Errorf("--discovery-interval: want a positive duration, got %s", m.discovery)
+	}
+	// 0 has a meaning for these three (the default period, no bound); a
+	// negative value has none and is refused rather than read as 0.
+	if d, err := fs.GetDuration("cache-flush-interval"); err == nil && d < 0 {
+		return fmt.Errorf("--cache-flush-interval: want a positive duration, or 0 for controller-runtime's default, got %s", d)
+	}
+	if m.eventsQPS < 0 {
+		return fmt.Errorf("--events-qps: want a positive number, or 0 for no bound, got %g", m.eventsQPS)
+	}
+	if m.eventsBurst < 0 {
+		return fmt.Errorf("--events-burst: want a positive number, or 0 for no bound, got %d", m.eventsBurst)
 	}
 	return nil
 }

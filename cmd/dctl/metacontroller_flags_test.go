@@ -71,6 +71,9 @@ func TestMetacontrollerFlagConflicts(t *testing.T) {
 		{[]string{"--apply-strategy=patch"}, `--apply-strategy: unknown apply strategy "patch"`},
 		{[]string{"--target-label-selector=a in (b"}, "--target-label-selector:"},
 		{[]string{"--workers=0"}, "--workers: want a positive number"},
+		{[]string{"--cache-flush-interval=-1s"}, "--cache-flush-interval: want a positive duration, or 0"},
+		{[]string{"--events-qps=-1"}, "--events-qps: want a positive number, or 0 for no bound, got -1"},
+		{[]string{"--events-burst=-3"}, "--events-burst: want a positive number, or 0 for no bound, got -3"},
 	} {
 		_, _, err := parseStartFlags(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
