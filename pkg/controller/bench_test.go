@@ -104,7 +104,8 @@ func TestBenchPodSize(t *testing.T) {
 }
 
 // fakeWriter is a Client over a map of the target objects: writes are kept
-// as they are sent, reads return a copy (as the informer cache does).
+// as they are sent, reads return the kept objects (as the operator's client
+// returns the informer cache's own objects).
 type fakeWriter struct {
 	objs   map[object.Key]*unstructured.Unstructured
 	writes int
@@ -123,7 +124,7 @@ func (f *fakeWriter) Get(_ context.Context, gvk schema.GroupVersionKind, key obj
 	if !ok {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, key.Name)
 	}
-	return u.DeepCopy(), nil
+	return u, nil
 }
 
 func (f *fakeWriter) List(context.Context, schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {

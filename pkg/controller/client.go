@@ -12,7 +12,9 @@ import (
 	"github.com/dcontroller/dcontroller/pkg/view"
 )
 
-// Client is what a controller reads and writes targets through. Errors are
+// Client is what a controller reads and writes targets through. The
+// controller never modifies the objects Get and List return, so they may
+// be an informer cache's own objects. Errors are
 // Kubernetes API errors (k8s.io/apimachinery/pkg/api/errors), so callers can
 // test them with apierrors.IsNotFound and friends.
 type Client interface {

@@ -818,10 +818,12 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	// record after a restart).
 	prev, known := c.getWritten(key)
 	var prevKeys managedKeys
+	var prevRecord string
 	if known {
-		prevKeys = parseManagedKeys(annotationsOf(prev))
+		prevRecord, _, _ = unstructured.NestedString(prev, "metadata", "annotations", ManagedMetadataAnnotation)
+		prevKeys = parseManagedKeys(map[string]string{ManagedMetadataAnnotation: prevRecord})
 	}
-	if ours {
+	if rec, ok := existingAnns[ManagedMetadataAnnotation]; ours && ok && (!known || rec != prevRecord) {
 		prevKeys = prevKeys.union(parseManagedKeys(existingAnns))
 	}
 	labels, droppedLabels := mergeManaged(existing.GetLabels(), outLabels, prevKeys.Labels)
@@ -885,12 +887,6 @@ func withoutMetadataMaps(doc map[string]any) map[string]any {
 	}
 	out["metadata"] = m
 	return out
-}
-
-// annotationsOf returns the metadata.annotations of a written document.
-func annotationsOf(doc map[string]any) map[string]string {
-	u := unstructured.Unstructured{Object: doc}
-	return u.GetAnnotations()
 }
 
 func (c *Controller) patch(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,7 +15,9 @@ import (
 )
 
 // kubeClient adapts a controller-runtime client (reads served from the
-// shared informer cache) to controller.Client.
+// shared informer cache) to controller.Client. Reads return the cache's own
+// objects, not copies: controllers never modify them (see
+// controller.Client).
 type kubeClient struct{ c client.Client }
 
 func newObj(gvk schema.GroupVersionKind) *unstructured.Unstructured {
@@ -25,7 +28,7 @@ func newObj(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 
 func (k kubeClient) Get(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
 	u := newObj(gvk)
-	if err := k.c.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, u); err != nil {
+	if err := k.c.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, u, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	return u, nil
@@ -34,7 +37,7 @@ func (k kubeClient) Get(ctx context.Context, gvk schema.GroupVersionKind, key ob
 func (k kubeClient) List(ctx context.Context, gvk schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
 	l := &unstructured.UnstructuredList{}
 	l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := k.c.List(ctx, l); err != nil {
+	if err := k.c.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	out := make([]*unstructured.Unstructured, len(l.Items))
@@ -52,11 +55,16 @@ func (k kubeClient) Update(ctx context.Context, obj *unstructured.Unstructured) 
 	return k.c.Update(ctx, obj)
 }
 
+// Patch sends a merge patch. The answer is asked for as metadata only
+// (PartialObjectMetadata): nothing reads the patched object, and the whole
+// object would cost the API server its encoding and the manager its
+// decoding on every write.
 func (k kubeClient) Patch(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
-	u := newObj(gvk)
-	u.SetNamespace(key.Namespace)
-	u.SetName(key.Name)
-	return k.c.Patch(ctx, u, client.RawPatch(types.MergePatchType, mergePatch))
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	m.SetNamespace(key.Namespace)
+	m.SetName(key.Name)
+	return k.c.Patch(ctx, m, client.RawPatch(types.MergePatchType, mergePatch))
 }
 
 func (k kubeClient) Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
