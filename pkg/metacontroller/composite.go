@@ -446,6 +446,7 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 	cur, err := c.writeStatus(ctx, parent, resultStatus(parent, resp.Status, errs), resp.Status != nil, w)
 	if err != nil {
 		parentErrs = append(parentErrs, err)
+		c.statusRefused(ctx, parent, err, w)
 	}
 	if finalizing && resp.Finalized && len(errs)+len(parentErrs) == 0 {
 		if _, err := c.setFinalizer(ctx, cur, c.finalizer, false, w); err != nil {

@@ -345,12 +345,18 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 	}
 	var parentErrs []error
 	errs := c.manage(ctx, obj, c.attach, observed, desired, w)
-	cur, err := c.writeStatus(ctx, obj, resultStatus(obj, resp.Status, errs), false, w)
+	cur, statusErr := c.writeStatus(ctx, obj, resultStatus(obj, resp.Status, errs), false, w)
+	if statusErr != nil {
+		parentErrs = append(parentErrs, statusErr)
+	}
+	cur, err = c.patchMetadata(ctx, cur, resp.Labels, resp.Annotations, w)
 	if err != nil {
 		parentErrs = append(parentErrs, err)
 	}
-	if cur, err = c.patchMetadata(ctx, cur, resp.Labels, resp.Annotations, w); err != nil {
-		parentErrs = append(parentErrs, err)
+	if statusErr != nil {
+		// After the labels and annotations, which are written as the
+		// hook asked even when its status is refused.
+		c.statusRefused(ctx, cur, statusErr, w)
 	}
 	if finalizing && resp.Finalized && len(errs)+len(parentErrs) == 0 {
 		if _, err := c.setFinalizer(ctx, cur, c.finalizer, false, w); err != nil {

@@ -209,9 +209,10 @@ const (
 	// a write of a child (or attachment); message names the object.
 	ReasonChildWriteFailed = "ChildWriteFailed"
 	// ReasonParentWriteFailed: the API server refused a write of the
-	// parent itself (its status, finalizer or labels); not a condition
-	// (it could not be written either), only in the SyncError Event's
-	// message.
+	// parent itself (its status, finalizer or labels). Always in the
+	// SyncError Event's message; a condition too when the refused write
+	// was the status and the parent's current status takes the condition
+	// (statusRefused).
 	ReasonParentWriteFailed = "ParentWriteFailed"
 )
 
@@ -338,6 +339,24 @@ func (e *engine) writeFailed(pk parentKey, parent *unstructured.Unstructured, ho
 		e.log.Info("applying the hook's response failed; retrying with backoff", "parent", pk.String(), "error", err.Error())
 	}
 	return err
+}
+
+// statusRefused follows a refused write of parent's status (err, from
+// writeStatus): it writes the status parent has now with the Synced=False
+// condition of reason ParentWriteFailed, so that the parent shows why its
+// status is not the one the hook returned (a status too large, or one its
+// CRD's schema refuses) instead of the condition of an older failure.
+// Conflicts and a deleted parent are not refusals and write nothing; a
+// refusal of this write too is left to the Event.
+func (e *engine) statusRefused(ctx context.Context, parent *unstructured.Unstructured, err error, w writes) {
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return
+	}
+	cur, _ := parent.Object["status"].(map[string]any)
+	status := withSyncedFalse(cur, cur, ReasonParentWriteFailed, err.Error(), parent.GetGeneration())
+	if _, werr := e.writeStatus(ctx, parent, status, false, w); werr != nil {
+		e.log.V(1).Info("writing the ParentWriteFailed condition failed", "parent", describe(parent), "error", werr.Error())
+	}
 }
 
 // createError is a refused creation of a child.
