@@ -486,38 +486,6 @@ func dctlStartHelp(t *testing.T) string {
 	return startHelp
 }
 
-// TestDockerfile checks what the Dockerfile promises without a container
-// engine: a multi-stage build whose build stage runs the Makefile's build, a
-// distroless final stage, a non-root user and dctl as the entry point.
-func TestDockerfile(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	df := string(b)
-	froms := regexp.MustCompile(`(?m)^FROM (\S+)`).FindAllStringSubmatch(df, -1)
-	if len(froms) != 2 {
-		t.Fatalf("want a two-stage build, got FROM lines %v", froms)
-	}
-	if final := froms[len(froms)-1][1]; !strings.Contains(final, "distroless") && final != "scratch" {
-		t.Errorf("final stage %q is neither distroless nor scratch", final)
-	}
-	user := regexp.MustCompile(`(?m)^USER (\S+)`).FindStringSubmatch(df)
-	if user == nil || strings.HasPrefix(user[1], "0") || strings.HasPrefix(user[1], "root") {
-		t.Errorf("USER %v: the image must run as non-root", user)
-	}
-	if !strings.Contains(df, "RUN make build BIN=/out") || !strings.Contains(df, `ENTRYPOINT ["/usr/local/bin/dctl"]`) {
-		t.Errorf("the build stage must run `make build` and the entry point must be dctl:\n%s", df)
-	}
-	mk, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !regexp.MustCompile(`(?m)^build:.*\n\t\$\(GO\) build .*-o \$\(DCTL\) \./cmd/dctl`).Match(mk) {
-		t.Errorf("the Makefile's build target no longer runs go build -o $(DCTL) ./cmd/dctl")
-	}
-}
-
 // TestChartRulesMatchCode checks that the manager's and the leader
 // election's rules in the chart (and so in config/, which TestKustomizeMatchesChart
 // compares with it) are those of package rbac.
