@@ -320,9 +320,9 @@ func (p *dctlProcess) peakRSS(b *testing.B) int64 {
 	return 0
 }
 
-// profile saves, in the background, a CPU profile of the next d and then a
-// heap profile to DCTL_BENCH_PPROF_DIR, named after name; nothing when
-// the variable is unset.
+// profile saves, in the background, a CPU profile of the next d, then a
+// heap profile, and the goroutines' stacks at d/2 to DCTL_BENCH_PPROF_DIR,
+// named after name; nothing when the variable is unset.
 func (p *dctlProcess) profile(b *testing.B, name string, d time.Duration) {
 	dir := os.Getenv(benchPprofDirEnv)
 	if dir == "" || p.pprof == "" {
@@ -343,6 +343,11 @@ func (p *dctlProcess) profile(b *testing.B, name string, d time.Duration) {
 	go func() {
 		save(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), "cpu-"+name+".pprof")
 		save("/debug/pprof/heap", "heap-"+name+".pprof")
+	}()
+	go func() {
+		// Where the goroutines wait, halfway through the CPU profile.
+		time.Sleep(d / 2)
+		save("/debug/pprof/goroutine?debug=1", "goroutines-"+name+".txt")
 	}()
 }
 
