@@ -66,19 +66,9 @@ func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructu
 	if has && apply.Equal(cur, next) {
 		return parent, nil
 	}
-	if has && observedGeneration && e.noStatusSubresource(parent.GroupVersionKind()) {
-		// Without a status subresource every status write bumps the
-		// generation: comparing observedGeneration would write forever.
-		a, b := runtime.DeepCopyJSON(next), runtime.DeepCopyJSON(cur)
-		delete(a, "observedGeneration")
-		delete(b, "observedGeneration")
-		if apply.Equal(a, b) {
-			return parent, nil
-		}
-	}
 	obj := parent.DeepCopy()
 	obj.Object["status"] = next
-	if err := e.updateStatus(ctx, obj); err != nil {
+	if err := e.updateStatus(ctx, obj, observedGeneration); err != nil {
 		return parent, fmt.Errorf("updating the status of %s %s: %w", parent.GetKind(), describe(parent), err)
 	}
 	w.update(parent, obj)
@@ -91,7 +81,14 @@ func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructu
 // status write through that fallback records a Warning Event on the object
 // (statusSubresourceWarning); the Events are thus bounded by the status
 // changes, not by the syncs.
-func (e *engine) updateStatus(ctx context.Context, obj *unstructured.Unstructured) error {
+//
+// The fallback update bumps metadata.generation by one (the status is part
+// of the object) without changing the spec; with observed, the status's
+// observedGeneration (set to the generation by writeStatus) is written as
+// the generation the update makes, so that observedGeneration equals
+// metadata.generation once the status is written, as with a status
+// subresource, and the next sync compares equal instead of writing again.
+func (e *engine) updateStatus(ctx context.Context, obj *unstructured.Unstructured, observed bool) error {
 	err := e.client.Status().Update(ctx, obj)
 	if apierrors.IsNotFound(err) {
 		probe := &unstructured.Unstructured{}
@@ -108,6 +105,9 @@ func (e *engine) updateStatus(ctx context.Context, obj *unstructured.Unstructure
 			msg := e.statusSubresourceWarning(obj.GroupVersionKind())
 			if first {
 				e.log.Info("the parent kind has no status subresource; writing statuses by updating the whole object", "kind", obj.GroupVersionKind().String())
+			}
+			if st, ok := obj.Object["status"].(map[string]any); ok && observed {
+				st["observedGeneration"] = obj.GetGeneration() + 1
 			}
 			if err := e.client.Update(ctx, obj); err != nil {
 				return err
@@ -134,14 +134,6 @@ func (e *engine) statusSubresourceWarning(gvk schema.GroupVersionKind) string {
 	_, controller, _ := strings.Cut(e.name, "/")
 	return fmt.Sprintf("[%s] Sync error - CRD [%s] does not have subresource 'Status' enabled; "+
 		"the status is written by an update of the whole object (which also bumps metadata.generation)", controller, crd)
-}
-
-// noStatusSubresource reports whether a status write of the kind had to
-// fall back to an update of the whole object.
-func (e *engine) noStatusSubresource(gvk schema.GroupVersionKind) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.noStatus[gvk]
 }
 
 func describe(o metav1.Object) string {
@@ -176,7 +168,7 @@ func (e *engine) hookFailed(ctx context.Context, pk parentKey, parent *unstructu
 	}
 	obj := parent.DeepCopy()
 	obj.Object["status"] = status
-	if uerr := e.updateStatus(ctx, obj); uerr == nil {
+	if uerr := e.updateStatus(ctx, obj, false); uerr == nil {
 		// Awaited without a follow-up: our own condition write must not
 		// bypass the backoff.
 		w.update(parent, obj)

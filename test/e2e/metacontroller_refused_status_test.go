@@ -120,3 +120,55 @@ func TestMetacontrollerRefusedParentStatus(t *testing.T) {
 		return ""
 	})
 }
+
+// TestMetacontrollerNoStatusObservedGeneration: for a parent whose CRD has
+// no status subresource, the status write (an update of the whole object)
+// bumps metadata.generation; the status's observedGeneration is the
+// generation that write makes, so observedGeneration == generation once
+// the parent is synced (what kubectl wait and rollout scripts compare),
+// after a spec change too, and the parent then stays as it is.
+func TestMetacontrollerNoStatusObservedGeneration(t *testing.T) {
+	const ns = "e2e-mc-nostatus-generation"
+	mustKubectl(t, crdYAMLNoStatus("Plain", "plains", "Namespaced"), "apply", "-f", "-")
+	mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/plains.e2e.dcontroller.io")
+	mustKubectl(t, "", "create", "namespace", ns)
+	startManager(t)
+	h := newHookServer(t, func(req map[string]any) any {
+		return map[string]any{"status": map[string]any{"seen": path(req, "parent.spec.v")}}
+	})
+	applyMC(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: plain-controller}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: e2e.dcontroller.io/v1, resource: plains}
+  hooks:
+    sync: {webhook: {url: %s}}
+`, h.URL))
+	parent := func(v string) string {
+		return fmt.Sprintf("apiVersion: e2e.dcontroller.io/v1\nkind: Plain\nmetadata: {name: p, namespace: %s}\nspec: {v: %s}\n", ns, v)
+	}
+	synced := func(v string) func() string {
+		return func() string {
+			p, err := getObj(t, "e2e.dcontroller.io/v1", "Plain", ns, "p")
+			if err != nil {
+				return err.Error()
+			}
+			og, _ := path(p.Object, "status.observedGeneration").(int64)
+			if str(path(p.Object, "status.seen")) != v || og != p.GetGeneration() {
+				return fmt.Sprintf("status %v at generation %d, want seen=%s and observedGeneration %d",
+					p.Object["status"], p.GetGeneration(), v, p.GetGeneration())
+			}
+			return ""
+		}
+	}
+	mustKubectl(t, parent("one"), "apply", "-f", "-")
+	eventually(t, 30*time.Second, synced("one"))
+	stable(t, h, 2*time.Second)
+	mustKubectl(t, parent("two"), "apply", "-f", "-")
+	eventually(t, 30*time.Second, synced("two"))
+	stable(t, h, 2*time.Second)
+	if msg := synced("two")(); msg != "" {
+		t.Errorf("after the parent settled: %s", msg)
+	}
+}
