@@ -6,7 +6,8 @@
 #
 # It describes the image that `make image` assembles without one
 # (hack/tools/imagebuild, see docs/install.md): FROM scratch, holding only the
-# static dctl binary (cgo off, -trimpath) and the /etc/passwd and /etc/group
+# static dctl binary (cgo off, -trimpath), the link /usr/bin/metacontroller to
+# it, and the /etc/passwd and /etc/group
 # of hack/tools/imagebuild/rootfs; CA certificates are embedded in dctl
 # (golang.org/x/crypto/x509roots/fallback). It runs as the unprivileged user
 # 65532 and starts `dctl start`, as the Helm chart and config/ run it.
@@ -27,10 +28,14 @@ COPY cmd/ cmd/
 COPY internal/ internal/
 COPY pkg/ pkg/
 RUN GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -o /out/dctl ./cmd/dctl
+# Metacontroller's Deployments run /usr/bin/metacontroller: dctl started under
+# that name runs `dctl start`.
+RUN mkdir -p /out/links/usr/bin && ln -s /usr/local/bin/dctl /out/links/usr/bin/metacontroller
 
 FROM scratch
 COPY hack/tools/imagebuild/rootfs/ /
 COPY --from=build /out/dctl /usr/local/bin/dctl
+COPY --from=build /out/links/ /
 ENV PATH=/usr/local/bin:/usr/bin:/bin
 WORKDIR /
 USER 65532:65532

@@ -295,6 +295,7 @@ func checkLayer(t *testing.T, files []layerFile, mtime time.Time) {
 	want := map[string]string{
 		"etc/": "755", "etc/group": "644", "etc/passwd": "644",
 		"usr/": "755", "usr/local/": "755", "usr/local/bin/": "755", "usr/local/bin/dctl": "755",
+		"usr/bin/": "755", "usr/bin/metacontroller": "777",
 	}
 	got := map[string]string{}
 	var names []string
@@ -309,6 +310,10 @@ func checkLayer(t *testing.T, files []layerFile, mtime time.Time) {
 		case "etc/passwd":
 			if !regexp.MustCompile(`(?m)^nonroot:x:65532:65532:`).Match(f.data) {
 				t.Errorf("/etc/passwd has no user 65532:\n%s", f.data)
+			}
+		case "usr/bin/metacontroller":
+			if h.Typeflag != tar.TypeSymlink || h.Linkname != "/usr/local/bin/dctl" {
+				t.Errorf("/usr/bin/metacontroller: type %c link %q, want a symbolic link to /usr/local/bin/dctl", h.Typeflag, h.Linkname)
 			}
 		case "etc/group":
 			if !regexp.MustCompile(`(?m)^nonroot:x:65532:`).Match(f.data) {
@@ -454,8 +459,11 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("Dockerfile labels %v, the image has %v", labels, c.Labels)
 	}
 	copies := instr("COPY")
-	if !reflect.DeepEqual(copies, []string{"hack/tools/imagebuild/rootfs/ /", "--from=build /out/dctl /usr/local/bin/dctl"}) {
+	if !reflect.DeepEqual(copies, []string{"hack/tools/imagebuild/rootfs/ /", "--from=build /out/dctl /usr/local/bin/dctl", "--from=build /out/links/ /"}) {
 		t.Errorf("the final stage copies %q, want rootfs/ (what imagebuild embeds) and dctl", copies)
+	}
+	if !strings.Contains(build, "ln -s /usr/local/bin/dctl /out/links/usr/bin/metacontroller") {
+		t.Errorf("the build stage must make the link /usr/bin/metacontroller to dctl, as the image has it")
 	}
 	if !strings.Contains(build, "CGO_ENABLED=0") || !strings.Contains(build, "go build -trimpath -o /out/dctl ./cmd/dctl") {
 		t.Errorf("the build stage must build a static dctl with cgo off and -trimpath")

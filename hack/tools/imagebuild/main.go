@@ -1,6 +1,8 @@
 // Command imagebuild assembles the dctl container image without a container
 // engine: one single-layer image per platform, FROM scratch, holding the
-// static dctl binary of that platform at /usr/local/bin/dctl and the
+// static dctl binary of that platform at /usr/local/bin/dctl, the symbolic
+// link /usr/bin/metacontroller to it (Metacontroller's Deployments run that
+// command; dctl started under that name runs `dctl start`), the
 // /etc/passwd and /etc/group of rootfs/ (user and group 65532, "nonroot"),
 // and an OCI image index over them. CA certificates are not copied: dctl
 // embeds Go's fallback roots (golang.org/x/crypto/x509roots/fallback).
@@ -59,8 +61,10 @@ var rootfs embed.FS
 // compares them).
 const (
 	binaryPath = "/usr/local/bin/dctl"
-	user       = "65532:65532"
-	envPath    = "PATH=/usr/local/bin:/usr/bin:/bin"
+	// metacontrollerPath is a symbolic link to binaryPath.
+	metacontrollerPath = "/usr/bin/metacontroller"
+	user               = "65532:65532"
+	envPath            = "PATH=/usr/local/bin:/usr/bin:/bin"
 )
 
 // binaries collects the repeated -binary OS/ARCH=PATH flags, in order.
@@ -219,10 +223,15 @@ func platformImage(b platformBinary, labels map[string]string, created time.Time
 // rootLayer is the uncompressed tar of the image's only layer: rootfs/ and
 // dctl, with their parent directories, in path order.
 func rootLayer(bin []byte, mtime time.Time) ([]byte, error) {
-	files := map[string]struct {
+	type file struct {
 		data []byte
 		mode int64
-	}{strings.TrimPrefix(binaryPath, "/"): {bin, 0o755}}
+		link string // a symbolic link to link when set
+	}
+	files := map[string]file{
+		strings.TrimPrefix(binaryPath, "/"):         {data: bin, mode: 0o755},
+		strings.TrimPrefix(metacontrollerPath, "/"): {mode: 0o777, link: binaryPath},
+	}
 	err := fs.WalkDir(rootfs, "rootfs", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -231,10 +240,7 @@ func rootLayer(bin []byte, mtime time.Time) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		files[strings.TrimPrefix(p, "rootfs/")] = struct {
-			data []byte
-			mode int64
-		}{data, 0o644}
+		files[strings.TrimPrefix(p, "rootfs/")] = file{data: data, mode: 0o644}
 		return nil
 	})
 	if err != nil {
@@ -262,8 +268,9 @@ func rootLayer(bin []byte, mtime time.Time) ([]byte, error) {
 		hdr := &tar.Header{Name: n, ModTime: mtime}
 		if strings.HasSuffix(n, "/") {
 			hdr.Typeflag, hdr.Mode = tar.TypeDir, 0o755
+		} else if f := files[n]; f.link != "" {
+			hdr.Typeflag, hdr.Mode, hdr.Linkname = tar.TypeSymlink, f.mode, f.link
 		} else {
-			f := files[n]
 			hdr.Typeflag, hdr.Mode, hdr.Size = tar.TypeReg, f.mode, int64(len(f.data))
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
