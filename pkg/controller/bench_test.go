@@ -329,7 +329,7 @@ func BenchmarkHeapPerPod(b *testing.B) {
 				}
 				changes := make([]Change, len(cache))
 				for j, u := range cache {
-					changes[j] = Change{New: u}
+					changes[j] = Change{New: cacheRead(u)}
 				}
 				if err := c.HandleBatch(context.Background(), changes); err != nil {
 					b.Fatal(err)
