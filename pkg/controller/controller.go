@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -134,7 +136,7 @@ type Controller struct {
 	pipe    *pipeline.Pipeline
 
 	inputs  []map[object.Key]inputDoc     // per source: the documents fed so far
-	outputs map[object.Key]*dbsp.ZSet     // integrated pipeline output per target key
+	outputs map[object.Key]outputSet      // integrated pipeline output per target key
 	written map[object.Key]map[string]any // the last state written per target key
 	failed  map[object.Key]bool           // target keys whose last write failed
 	// conflicts: target keys owned by another running controller, by owner.
@@ -164,7 +166,7 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 		name:    spec.Name,
 		path:    path,
 		opts:    opts,
-		outputs: map[object.Key]*dbsp.ZSet{},
+		outputs: map[object.Key]outputSet{},
 		written: map[object.Key]map[string]any{},
 		failed:  map[object.Key]bool{},
 		refused: map[refusal]error{},
@@ -465,7 +467,11 @@ func (c *Controller) applyOutput(ctx context.Context, out *dbsp.ZSet) []error {
 	}
 	var errs []error
 	touched := map[object.Key]bool{}
-	for _, e := range out.Entries() {
+	entries := out.Entries()
+	// Removals first: an updated output then replaces its old version
+	// in place (see outputSet).
+	slices.SortStableFunc(entries, func(a, b dbsp.Entry) int { return cmp.Compare(min(a.Weight, 0), min(b.Weight, 0)) })
+	for _, e := range entries {
 		key, err := object.KeyOf(e.Doc)
 		if err != nil {
 			err = fmt.Errorf("%s.pipeline: output %s (a pipeline builds a new object: set metadata.name in its last @project, or start a list-form @project with {\"$.\": \"$.\"} to keep the input object)", c.path, err)
@@ -473,14 +479,12 @@ func (c *Controller) applyOutput(ctx context.Context, out *dbsp.ZSet) []error {
 			errs = append(errs, err)
 			continue
 		}
-		z := c.outputs[key]
-		if z == nil {
-			z = dbsp.NewZSet()
-			c.outputs[key] = z
-		}
-		z.Insert(e.Doc, e.Weight)
-		if z.IsEmpty() {
+		o := c.outputs[key]
+		o.insert(e.Doc, e.Weight)
+		if o.empty() {
 			delete(c.outputs, key)
+		} else {
+			c.outputs[key] = o
 		}
 		touched[key] = true
 	}
@@ -680,8 +684,8 @@ func (c *Controller) Resync(ctx context.Context) error {
 // when the output has none.
 func (c *Controller) desired(key object.Key) (map[string]any, error) {
 	var docs []map[string]any
-	if z := c.outputs[key]; z != nil {
-		for _, e := range z.Entries() { // deterministic order
+	if o, ok := c.outputs[key]; ok {
+		for _, e := range o.entries() { // deterministic order
 			if e.Weight > 0 {
 				docs = append(docs, e.Doc)
 			}
