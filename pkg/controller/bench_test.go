@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/dcontroller/dcontroller/internal/cputime"
 	"github.com/dcontroller/dcontroller/pkg/object"
 )
 
@@ -239,7 +240,7 @@ func runChanges(b *testing.B, y string, n, parents int, extra []*unstructured.Un
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	writes := w.writes
-	start, _ := cpuTime()
+	start, _ := cputime.Process()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		j := i % k
@@ -250,7 +251,7 @@ func runChanges(b *testing.B, y string, n, parents int, extra []*unstructured.Un
 		}
 	}
 	b.StopTimer()
-	end, ok := cpuTime()
+	end, ok := cputime.Process()
 	runtime.ReadMemStats(&ms1)
 	if got := w.writes - writes; got != b.N {
 		b.Fatalf("%d changes made %d writes, want one each", b.N, got)

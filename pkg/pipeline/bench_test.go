@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/dcontroller/dcontroller/internal/cputime"
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
 )
 
@@ -197,9 +198,9 @@ func runUpdates(b *testing.B, p *Pipeline, kind string, pods []dbsp.Document, ex
 // reportCPU starts measuring the process CPU time (GC included); the
 // returned function reports it per operation as the cpu-ns/op metric.
 func reportCPU(b *testing.B) func() {
-	start, ok := cpuTime()
+	start, ok := cputime.Process()
 	return func() {
-		if end, ok2 := cpuTime(); ok && ok2 {
+		if end, ok2 := cputime.Process(); ok && ok2 {
 			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
 		}
 	}

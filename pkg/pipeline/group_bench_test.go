@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcontroller/dcontroller/internal/cputime"
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
 )
 
@@ -39,11 +40,11 @@ func BenchmarkGroupLoad(b *testing.B) {
 					b.StopTimer()
 					p := compileBench(b, s.spec, "Pod")
 					runtime.GC() // the previous load's garbage is not this one's cost
-					start, _ := cpuTime()
+					start, _ := cputime.Process()
 					b.StartTimer()
 					out, err := p.Process(map[string]*dbsp.ZSet{"Pod": load})
 					b.StopTimer()
-					end, _ := cpuTime()
+					end, _ := cputime.Process()
 					cpu += end - start
 					if err != nil {
 						b.Fatal(err)

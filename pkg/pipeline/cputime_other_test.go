@@ -1,8 +1,0 @@
-//go:build !unix
-
-package pipeline
-
-import "time"
-
-// cpuTime is not available on this platform.
-func cpuTime() (time.Duration, bool) { return 0, false }
