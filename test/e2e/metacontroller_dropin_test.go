@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -63,24 +61,8 @@ func TestMetacontrollerDropIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	health := freeAddr(t)
-	var logs bytes.Buffer
-	cmd := exec.Command(mc, "--zap-log-level=4", "--discovery-interval=20s",
-		"--metrics-address=0", "--health-probe-bind-address="+health)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kc)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
+	logs, alive := startProcess(t, mc, []string{"--zap-log-level=4", "--discovery-interval=20s",
+		"--metrics-address=0", "--health-probe-bind-address=" + health}, []string{"KUBECONFIG=" + kc})
 
 	h := newHookServer(t, func(req map[string]any) any {
 		return map[string]any{"status": map[string]any{"ok": true}, "children": []any{map[string]any{
@@ -118,11 +100,7 @@ spec:
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		select {
-		case err := <-exited:
-			t.Fatalf("the manager exited (%v); logs:\n%.5000s", err, logs.String())
-		default:
-		}
+		alive()
 		out, err := exec.Command(kubectlBin, "--kubeconfig", kc, "-n", "default", "get", "configmap", "d-cm", "-o", "jsonpath={.data.from}").CombinedOutput()
 		if err == nil && string(out) == "hook" {
 			break

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,8 +27,17 @@ import (
 // ends. alive fails the test if the process has exited.
 func startDctlBinary(t *testing.T, args ...string) (logs *bytes.Buffer, alive func() string) {
 	t.Helper()
+	return startProcess(t, dctlBin, append([]string{"start", "--kubeconfig", kubeconfig}, args...), nil)
+}
+
+// startProcess runs the program at bin with args and extra environment
+// variables, its output in logs, and stops it with SIGTERM (SIGKILL after
+// 30s) when the test ends. alive fails the test if the process has exited.
+func startProcess(t *testing.T, bin string, args, env []string) (logs *bytes.Buffer, alive func() string) {
+	t.Helper()
 	logs = &bytes.Buffer{}
-	cmd := exec.Command(dctlBin, append([]string{"start", "--kubeconfig", kubeconfig}, args...)...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -45,7 +56,7 @@ func startDctlBinary(t *testing.T, args ...string) (logs *bytes.Buffer, alive fu
 		select {
 		case err := <-exited:
 			exited <- err
-			t.Fatalf("dctl start exited (%v); logs:\n%.5000s", err, logs.String())
+			t.Fatalf("%s exited (%v); logs:\n%.5000s", filepath.Base(bin), err, logs.String())
 		default:
 		}
 		return ""
