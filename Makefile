@@ -15,7 +15,7 @@ all: build
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
 
-prereqs: ## Check that Go (go.mod's version or newer), make, curl and openssl are installed
+prereqs: ## Check that Go (go.mod's version or newer), make, curl, openssl and python3 are installed
 	@GO=$(GO) hack/prereqs.sh
 
 build: prereqs ## Build bin/dctl

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks the tools the build, the tests and the demo need, before anything
 # long starts: Go (at least the version go.mod names), make, curl (the
-# local control plane's readiness probes) and openssl (its service-account
-# key). Prints one line per missing tool with what to do, and exits 1 when
+# local control plane's readiness probes), openssl (its service-account
+# key) and python3 (its free ports, and the language-independence hook of
+# test/e2e). Prints one line per missing tool with what to do, and exits 1 when
 # any is missing. Usage: hack/prereqs.sh [--quiet]
 set -uo pipefail
 
@@ -37,8 +38,9 @@ fi
 command -v make >/dev/null 2>&1 || miss "make: install GNU make (Debian/Ubuntu: apt-get install make)"
 command -v curl >/dev/null 2>&1 || miss "curl: install curl (Debian/Ubuntu: apt-get install curl); the local control plane uses it to wait for etcd and kube-apiserver"
 command -v openssl >/dev/null 2>&1 || miss "openssl: install openssl (Debian/Ubuntu: apt-get install openssl); the local control plane uses it for its service-account key"
+command -v python3 >/dev/null 2>&1 || miss "python3: install Python 3 (Debian/Ubuntu: apt-get install python3); the local control plane uses it to pick free ports, and an end-to-end test runs a Python hook"
 
 if ((missing)); then
   exit 1
 fi
-$quiet || echo "prerequisites: go $have_go (go.mod: $want_go), make, curl, openssl: ok"
+$quiet || echo "prerequisites: go $have_go (go.mod: $want_go), make, curl, openssl, python3: ok"

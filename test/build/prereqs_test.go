@@ -59,7 +59,7 @@ func TestPrereqsNamesEachMissingTool(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; output:\n%s", code, out)
 	}
-	for _, tool := range []string{"make", "curl", "openssl"} {
+	for _, tool := range []string{"make", "curl", "openssl", "python3"} {
 		if !strings.Contains(out, "prerequisite missing: "+tool+":") {
 			t.Errorf("no line for %s in:\n%s", tool, out)
 		}
@@ -70,7 +70,7 @@ func TestPrereqsNamesEachMissingTool(t *testing.T) {
 }
 
 func TestPrereqsOldGo(t *testing.T) {
-	dir := toolDir(t, append(basics, "make", "curl", "openssl")...)
+	dir := toolDir(t, append(basics, "make", "curl", "openssl", "python3")...)
 	fake := "#!/bin/sh\n[ \"$1 $2\" = \"env GOVERSION\" ] && echo go1.21.3\n"
 	if err := os.WriteFile(filepath.Join(dir, "go"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
