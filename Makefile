@@ -69,7 +69,7 @@ $(HELM): hack/tools/go.mod hack/tools/go.sum | prereqs
 	@cd hack/tools && $(TIMED) "building helm into bin/, only the first time" "about 2 minutes on 2 cores" \
 		$(GO) build -ldflags '$(HELM_LDFLAGS)' -o $@ helm.sh/helm/v3/cmd/helm
 
-.PHONY: image crane
+.PHONY: image crane FORCE
 
 # The dctl image, FROM scratch and without a container engine: static dctl
 # binaries (cgo off) for IMAGE_PLATFORMS, assembled by hack/tools/imagebuild
@@ -84,7 +84,12 @@ CRANE           := $(BIN)/crane
 
 image: $(IMAGE_DIR)/oci/index.json ## Build the dctl image into bin/image (OCI layout oci/, per-platform archives), no Docker needed
 
-$(IMAGE_DIR)/oci/index.json: $(GOFILES) go.mod go.sum hack/tools/go.mod hack/tools/go.sum $(wildcard hack/tools/imagebuild/*.go hack/tools/imagebuild/rootfs/*/*) | prereqs
+# $(IMAGE_DIR)/.name holds the image's name and changes only when
+# IMAGE_REPO or the version does, so that a new name rebuilds the image.
+$(IMAGE_DIR)/.name: FORCE
+	@mkdir -p $(@D); echo '$(IMAGE_REPO):$(VERSION)' | cmp -s - $@ || echo '$(IMAGE_REPO):$(VERSION)' > $@
+
+$(IMAGE_DIR)/oci/index.json: $(GOFILES) go.mod go.sum hack/tools/go.mod hack/tools/go.sum $(wildcard hack/tools/imagebuild/*.go hack/tools/imagebuild/rootfs/*/*) $(IMAGE_DIR)/.name | prereqs
 	@set -e; for p in $(IMAGE_PLATFORMS); do \
 		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(TIMED) "building the static dctl for $$p" "under a minute; 3-5 minutes the first time for another architecture" \
 			$(GO) build -trimpath -o $(IMAGE_DIR)/$$p/dctl ./cmd/dctl; \
