@@ -147,9 +147,10 @@ func mergeValue(obs, last, desired any) any {
 		}
 		return runtime.DeepCopyJSONValue(d)
 	default:
-		if last != nil && Equal(last, d) && sameQuantity(obs, d) {
-			// Settled: the API server stored the applied quantity in
-			// its canonical form ("1000m" as "1").
+		if last != nil && Equal(last, d) && (Equal(obs, d) || sameQuantity(obs, d)) {
+			// Settled: unchanged, or the API server stored the applied
+			// quantity in its canonical form ("1000m" as "1"). The
+			// equality check first spares the steady state the parsing.
 			return obs
 		}
 		return d
