@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcontroller/dcontroller/pkg/metacontroller/apply"
@@ -201,15 +200,10 @@ func (c *composite) claimRevisions(ctx context.Context, parent *unstructured.Uns
 	if err != nil {
 		return out, nil // the children's claim reports it
 	}
-	for _, kv := range [][2]string{{revisionGroupLabel, c.parent.gvr.Group}, {revisionResourceLabel, c.parent.gvr.Resource}} {
-		req, err := labels.NewRequirement(kv[0], selection.Equals, []string{kv[1]})
-		if err != nil {
-			return out, fmt.Errorf("ControllerRevision selector: %w", err)
-		}
-		sel = sel.Add(*req)
-	}
+	kind := labels.SelectorFromSet(labels.Set{revisionGroupLabel: c.parent.gvr.Group, revisionResourceLabel: c.parent.gvr.Resource})
 	for _, o := range orphans {
-		if o.GetDeletionTimestamp() != nil || !sel.Matches(labels.Set(o.GetLabels())) {
+		set := labels.Set(o.GetLabels())
+		if o.GetDeletionTimestamp() != nil || !kind.Matches(set) || !sel.Matches(set) {
 			continue
 		}
 		adopted, err := c.adopt(ctx, parent, o, w)
