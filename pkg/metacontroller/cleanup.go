@@ -274,13 +274,15 @@ func (r *runner) finalizeController(ctx context.Context, t cleanupTarget) (recon
 		r.mu.Unlock()
 		d = run.drainer
 	}
+	// drain only enqueues: the parents it leaves pending are those listed
+	// before it.
+	pending := d.pending()
 	if d.drain() {
-		deleting, live := countDeleting(d.pending())
+		deleting, live := countDeleting(pending)
 		r.note(t.obj, ReasonCleanupStarted, "Cleanup",
 			"deleted: finalizing %d object(s) being deleted (for at most %s) and removing finalizer %s from %d other object(s)", deleting, timeout, fin, live)
 		r.log.Info("controller deleted; cleaning up", "controller", t.key, "finalizing", deleting, "releasing", live, "timeout", timeout.String())
 	}
-	pending := d.pending()
 	if len(pending) == 0 {
 		r.stopKey(t.key)
 		if err := r.setControllerFinalizer(ctx, t.obj, false); err != nil {
