@@ -37,6 +37,8 @@ type managerFlags struct {
 	pprofAddr          string
 	leaderElectionID   string
 	leaderElectionLock string
+	// userAgent, when set, replaces client-go's default User-Agent.
+	userAgent string
 }
 
 // limitFlags are the bounds of what one change may cost (dctl start, run
@@ -122,6 +124,9 @@ func (f *managerFlags) restConfig() (*rest.Config, error) {
 		cfg = in
 	}
 	cfg.QPS = f.qps
+	if f.userAgent != "" {
+		cfg.UserAgent = f.userAgent
+	}
 	if f.burst > 0 {
 		cfg.Burst = f.burst
 	}

@@ -24,6 +24,7 @@ func newStartCommand() *cobra.Command {
 	f := &managerFlags{}
 	mf := &metacontrollerFlags{}
 	af := &apiServerFlags{}
+	sf := &shardingFlags{}
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Run the manager: watch Operator objects in the cluster and run them",
@@ -52,24 +53,39 @@ Where dctl already had a flag for the same setting, both spellings set it
 			if err := mf.validate(cmd.Flags()); err != nil {
 				return err
 			}
+			if err := sf.validate(f); err != nil {
+				return err
+			}
 			log := mf.logger(cmd.Flags(), f, cmd.ErrOrStderr())
 			ctrl.SetLogger(log)
 			ctx, stop := signal.NotifyContext(contextOf(cmd), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runStart(ctx, f, mf, af)
+			return runStart(ctx, f, mf, af, sf)
 		},
 	}
 	f.register(cmd, ":8080", ":8081")
 	mf.register(cmd, f)
 	af.register(cmd, apiserver.DefaultAddr)
+	sf.register(cmd)
 	return cmd
 }
 
-func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af *apiServerFlags) error {
+func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af *apiServerFlags, sf *shardingFlags) error {
 	log := ctrl.Log.WithName("dctl")
 	mgr, rt, err := f.newManager(log)
 	if err != nil {
 		return err
+	}
+	counters := &metacontroller.Counters{}
+	ring, err := sf.newRing(mgr.GetConfig(), f, mgr.GetEventRecorder("dcontroller-sharding"), shardStats(rt, counters), log)
+	if err != nil {
+		return err
+	}
+	if ring != nil {
+		if err := mgr.Add(ring); err != nil {
+			return err
+		}
+		log.Info("sharding on: this replica is one active member of the ring", "ring", sf.ring, "identity", ring.Identity())
 	}
 	mapper := mgr.GetRESTMapper()
 	// Operators run when their CRD is installed, hook controllers when
@@ -83,7 +99,7 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 		return fmt.Errorf("neither the Operator CRD (operators.%s) nor the CompositeController and DecoratorController CRDs (%s) are installed in the cluster; install them with `kubectl apply -k config/crd` (%w)", opv1a1.GroupName, mcv1a1.GroupName, errO)
 	}
 	if errO == nil {
-		rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log.WithName("operator"),
+		rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log.WithName("operator"), Ring: ring,
 			Recorder: events.Limit(mgr.GetEventRecorder("dcontroller"), mf.eventsQPS, mf.eventsBurst)}
 		if err := rec.SetupWithManager(ctx, mgr); err != nil {
 			return err
@@ -100,7 +116,9 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 		log.Info("Operator support and the view API server are off: the Operator CRD (operators." + opv1a1.GroupName + ") is not installed; install it with `kubectl apply -k config/crd` and restart")
 	}
 	if hooks {
-		if err := metacontroller.Setup(ctx, mgr, mf.options(log)); err != nil {
+		opts := mf.options(log)
+		opts.Ring, opts.Counters = ring, counters
+		if err := metacontroller.Setup(ctx, mgr, opts); err != nil {
 			return err
 		}
 	} else {

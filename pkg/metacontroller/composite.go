@@ -319,6 +319,14 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 		c.dropState(pk)
 		return nil
 	}
+	release, ours := c.ownParent(parent)
+	if !ours {
+		// Another member of the ring works this parent.
+		c.dropState(pk)
+		return nil
+	}
+	defer release()
+	c.counters.synced()
 	if c.exp.pending(pk) {
 		c.log.V(2).Info("sync skipped: awaiting the events of our writes", "parent", pk.String())
 		syncsTotal.WithLabelValues(c.name, "skipped").Inc()

@@ -245,6 +245,14 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 		c.dropState(pk)
 		return nil
 	}
+	release, ours := c.ownParent(obj)
+	if !ours {
+		// Another member of the ring works this object.
+		c.dropState(pk)
+		return nil
+	}
+	defer release()
+	c.counters.synced()
 	if c.exp.pending(pk) {
 		syncsTotal.WithLabelValues(c.name, "skipped").Inc()
 		return nil

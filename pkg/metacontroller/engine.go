@@ -26,6 +26,7 @@ import (
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	"github.com/dcontroller/dcontroller/internal/events"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller/hook"
+	"github.com/dcontroller/dcontroller/pkg/sharding"
 )
 
 // deps are the parts of the manager a dynamic controller uses.
@@ -41,6 +42,17 @@ type deps struct {
 	// (Options.ApplyStrategy, Options.FieldManager).
 	applyStrategy ApplyStrategy
 	fieldManager  string
+	// ring is this manager's share of the parents (nil: all of them).
+	ring *sharding.Ring
+	// counters, when set, counts the parents this member synced.
+	counters *Counters
+}
+
+// ownParent takes the ring's guard on parent (by UID, Options.Ring): ok
+// when this member works it; release must be called once the sync's writes
+// are done.
+func (d *deps) ownParent(parent metav1.Object) (release func(), ok bool) {
+	return d.ring.Acquire(string(parent.GetUID()))
 }
 
 // warn records a Warning Event on obj, its note cut to what an Event may

@@ -25,6 +25,7 @@ import (
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	"github.com/dcontroller/dcontroller/internal/events"
+	"github.com/dcontroller/dcontroller/pkg/sharding"
 )
 
 // DefaultWorkers is the number of parents a controller syncs in parallel
@@ -88,6 +89,14 @@ type Options struct {
 	// Events unbounded.
 	EventsQPS   float64
 	EventsBurst int
+	// Ring, when set, is this manager's share of the work in a ring of
+	// active replicas (dctl start --sharding): every member runs every
+	// controller, but syncs only the parents whose UID falls in its
+	// buckets, and writes a controller object's status and finalizer only
+	// when the object's key falls in them. nil: all of it.
+	Ring *sharding.Ring
+	// Counters, when set, counts this manager's syncs.
+	Counters *Counters
 }
 
 // running is one started CompositeController or DecoratorController.
@@ -148,7 +157,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
 			recorder: events.Limit(mgr.GetEventRecorder("dcontroller-metacontroller"), opts.EventsQPS, opts.EventsBurst),
 			log:      log, workers: opts.Workers, applyStrategy: strategy, fieldManager: opts.FieldManager,
+			ring: opts.Ring, counters: opts.Counters,
 		}}
+	opts.Ring.OnChange(r.onReshard)
 	// Without the CRDs the controllers could not start their watches and
 	// would stop the whole manager: run without them instead.
 	for _, kind := range []string{"CompositeController", "DecoratorController", "ControllerRevision"} {
@@ -284,6 +295,11 @@ func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) 
 	}
 	ct := compositeTarget(key, cc)
 	ct.start = start
+	release, owner := r.ring.Acquire(controllerKey(key))
+	defer release()
+	if !owner {
+		return r.reconcileNotOwned(ct), nil
+	}
 	if cc.DeletionTimestamp != nil {
 		return r.finalizeController(ctx, ct)
 	}
@@ -341,6 +357,11 @@ func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) 
 	}
 	dt := decoratorTarget(key, dc)
 	dt.start = start
+	release, owner := r.ring.Acquire(controllerKey(key))
+	defer release()
+	if !owner {
+		return r.reconcileNotOwned(dt), nil
+	}
 	if dc.DeletionTimestamp != nil {
 		return r.finalizeController(ctx, dt)
 	}

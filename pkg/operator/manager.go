@@ -2,12 +2,15 @@ package operator
 
 import (
 	"fmt"
+	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -82,6 +85,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 	if opts.HealthAddr == "" {
 		opts.HealthAddr = "0"
 	}
+	received := &watchCounter{}
 	if opts.LeaderElectionID == "" {
 		opts.LeaderElectionID = DefaultLeaderElectionID
 	}
@@ -101,7 +105,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 		PprofBindAddress:           opts.PprofAddr,
 		Client:                     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		// managedFields is the bulk of many objects and no pipeline reads it.
-		Cache: cache.Options{DefaultTransform: stripManagedFields, SyncPeriod: syncPeriod},
+		Cache: cache.Options{DefaultTransform: received.transform, SyncPeriod: syncPeriod},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the manager: %w", err)
@@ -122,7 +126,30 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 		MaxDeltaEntries: opts.MaxDeltaEntries,
 		MaxObjectBytes:  opts.MaxObjectBytes,
 	})
+	rt.received = received
 	return mgr, rt, nil
+}
+
+// watchCounter counts the objects the manager's informers receive from the
+// API server (list items and watch events), for
+// dcontroller_watch_events_total and Runtime.WatchEvents.
+type watchCounter struct{ n atomic.Int64 }
+
+// transform is the cache's transform: it counts the object by kind and
+// strips its managedFields.
+func (w *watchCounter) transform(in any) (any, error) {
+	w.n.Add(1)
+	kind := "unknown"
+	if o, ok := in.(interface{ GetObjectKind() schema.ObjectKind }); ok {
+		if k := o.GetObjectKind().GroupVersionKind().Kind; k != "" {
+			kind = k
+		}
+	}
+	if kind == "unknown" {
+		kind = typedKind(in)
+	}
+	watchEventsTotal.WithLabelValues(kind).Inc()
+	return stripManagedFields(in)
 }
 
 // stripManagedFields is the cache's transform: it drops
@@ -142,4 +169,17 @@ func stripManagedFields(in any) (any, error) {
 		}
 	}
 	return in, nil
+}
+
+// typedKind names the Go type of a typed object whose TypeMeta the decoder
+// left empty (e.g. *v1alpha1.Operator gives "Operator").
+func typedKind(in any) string {
+	t := reflect.TypeOf(in)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "unknown"
+	}
+	return t.Name()
 }

@@ -23,7 +23,13 @@ type viewCollector struct {
 
 var views = &viewCollector{stores: map[*view.Store]int{}}
 
-func init() { metrics.Registry.MustRegister(views) }
+// watchEventsTotal counts the objects the informers receive, by kind.
+var watchEventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "dcontroller_watch_events_total",
+	Help: "Objects the manager's informers received from the Kubernetes API server (list items and watch events), by kind.",
+}, []string{"kind"})
+
+func init() { metrics.Registry.MustRegister(views, watchEventsTotal) }
 
 func (v *viewCollector) add(s *view.Store) {
 	v.mu.Lock()

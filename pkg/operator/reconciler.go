@@ -16,10 +16,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	eventnote "github.com/dcontroller/dcontroller/internal/events"
+	"github.com/dcontroller/dcontroller/pkg/sharding"
 )
 
 // StatusInterval is how often the status of a running operator is refreshed
@@ -40,16 +44,27 @@ type Reconciler struct {
 	// TargetContested when a controller's Ready condition turns to that
 	// reason or names another object.
 	Recorder events.EventRecorder
+	// Ring, when set, is this manager's share of the work in a ring of
+	// active replicas (dctl start --sharding): an Operator runs on the
+	// member whose buckets hold its name, and only that member writes its
+	// status. nil: every Operator runs here.
+	Ring *sharding.Ring
 	// ctx is the manager's context; operators live as long as it does.
 	ctx context.Context
+	// kicks carries the Operators to reconcile after this member acquired
+	// their buckets.
+	kicks chan event.GenericEvent
 }
 
 // SetupWithManager registers the reconciler with a controller-runtime manager.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	r.ctx = ctx
+	r.kicks = make(chan event.GenericEvent, 1024)
+	r.Ring.OnChange(r.onReshard)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("operator").
 		For(&opv1a1.Operator{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.kicks, &handler.EnqueueRequestForObject{})).
 		// Tests and restarts build several managers in one process.
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
 		Complete(r)
@@ -57,6 +72,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	release, ours := r.Ring.Acquire(req.Name)
+	defer release()
+	if !ours {
+		// Another member of the ring runs it (stopped here when this
+		// member released its bucket).
+		return ctrl.Result{}, nil
+	}
 	op := &opv1a1.Operator{}
 	if err := r.Client.Get(ctx, req.NamespacedName, op); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -162,4 +184,32 @@ func (r *Reconciler) updateStatus(ctx context.Context, op *opv1a1.Operator) erro
 		}
 	}
 	return r.Client.Status().Update(ctx, next)
+}
+
+// onReshard is the Reconciler's sharding.Handler. Operators in released
+// buckets stop here before the handler returns (their controllers' writes
+// end with them; the next member starts them once the release is
+// published); Operators in acquired buckets are reconciled, which starts
+// them.
+func (r *Reconciler) onReshard(acquired, released sharding.BucketSet) {
+	for _, name := range r.Runtime.Names() {
+		if released.Has(sharding.Bucket(name)) {
+			r.stop(&opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: name}}, "operator handed over to another member of the ring: controllers stopped, views dropped here")
+		}
+	}
+	if acquired == 0 {
+		return
+	}
+	ops := &opv1a1.OperatorList{}
+	if err := r.Client.List(r.ctx, ops); err != nil {
+		r.Logger.Error(err, "listing Operators after acquiring buckets; they start at their next change")
+		return
+	}
+	for i := range ops.Items {
+		if acquired.Has(sharding.Bucket(ops.Items[i].Name)) {
+			op := ops.Items[i]
+			// The handler must not block the ring on the work queue.
+			go func() { r.kicks <- event.GenericEvent{Object: &op} }()
+		}
+	}
 }

@@ -86,6 +86,18 @@ type Runtime struct {
 	// live names the controllers of the running operators, for owner
 	// checks made while mu is held.
 	live liveSet
+	// received counts what the manager's informers received (NewManager).
+	received *watchCounter
+}
+
+// WatchEvents returns how many objects the informers of the manager this
+// Runtime was built with (NewManager) received from the API server: list
+// items and watch events, of every kind. 0 for a Runtime built otherwise.
+func (r *Runtime) WatchEvents() int64 {
+	if r.received == nil {
+		return 0
+	}
+	return r.received.n.Load()
 }
 
 // NewRuntime returns a Runtime; call Upsert to run operators.

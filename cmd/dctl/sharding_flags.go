@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/dcontroller/dcontroller/pkg/metacontroller"
+	"github.com/dcontroller/dcontroller/pkg/operator"
+	"github.com/dcontroller/dcontroller/pkg/sharding"
+)
+
+// shardingFlags are dctl start's scale-out flags: with --sharding, the
+// replicas of a ring are all active and split the work (docs/scale-out.md).
+type shardingFlags struct {
+	enabled   bool
+	namespace string
+	ring      string
+	identity  string
+	address   string
+	lease     time.Duration
+	renew     time.Duration
+	retry     time.Duration
+}
+
+func (s *shardingFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.BoolVar(&s.enabled, "sharding", false,
+		"run as one active member of a ring of replicas that split the operators and the Metacontroller parents between them "+
+			"(Leases in --sharding-namespace; not with --leader-elect); see docs/scale-out.md")
+	fs.StringVar(&s.namespace, "sharding-namespace", "", "namespace of the ring's Leases (default: --leader-election-namespace)")
+	fs.StringVar(&s.ring, "sharding-ring", sharding.DefaultRing, "name of the ring; replicas with the same ring and namespace share the work")
+	fs.StringVar(&s.identity, "sharding-identity", "", "this member's name in the ring, a DNS label (default: $POD_NAME, else the host name and a random suffix)")
+	fs.StringVar(&s.address, "sharding-address", "", "host:port where the other members reach this member's view API server (published on its Lease)")
+	fs.DurationVar(&s.lease, "sharding-lease-duration", sharding.DefaultLeaseDuration, "how long a member that stopped renewing its Lease still counts as live; its work moves after that")
+	fs.DurationVar(&s.renew, "sharding-renew-deadline", sharding.DefaultRenewDeadline, "a member that could not renew its Lease for this long stops all work and exits (shorter than the lease duration)")
+	fs.DurationVar(&s.retry, "sharding-retry-period", sharding.DefaultRetryPeriod, "how often a member renews its Lease and rebalances")
+}
+
+// validate checks the flags against each other and the manager flags.
+func (s *shardingFlags) validate(f *managerFlags) error {
+	if !s.enabled {
+		return nil
+	}
+	if f.leaderElect {
+		return errors.New("--sharding and --leader-elect exclude each other: with --sharding every replica is active and the Leases of the ring fence the work")
+	}
+	if s.lease <= 0 || s.renew <= 0 || s.retry <= 0 {
+		return errors.New("--sharding-lease-duration, --sharding-renew-deadline and --sharding-retry-period must be positive")
+	}
+	if s.identity == "" {
+		s.identity = os.Getenv("POD_NAME")
+	}
+	if s.identity == "" {
+		s.identity = sharding.DefaultIdentity()
+	}
+	// Every request of a member names it, so that the API server's audit
+	// log tells the members' writes apart.
+	f.userAgent = fmt.Sprintf("dctl/%s (sharding member %s)", version, s.identity)
+	if s.renew >= s.lease {
+		return fmt.Errorf("--sharding-renew-deadline (%s) must be shorter than --sharding-lease-duration (%s)", s.renew, s.lease)
+	}
+	if s.retry >= s.renew {
+		return fmt.Errorf("--sharding-retry-period (%s) must be shorter than --sharding-renew-deadline (%s)", s.retry, s.renew)
+	}
+	return nil
+}
+
+// newRing builds the member's Ring (nil when sharding is off).
+func (s *shardingFlags) newRing(cfg *rest.Config, f *managerFlags, rec events.EventRecorder, stats func() map[string]int64, log logr.Logger) (*sharding.Ring, error) {
+	if !s.enabled {
+		return nil, nil
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ns := s.namespace
+	if ns == "" {
+		ns = f.leaderElectionNS
+	}
+	return sharding.New(sharding.Options{
+		Client: cs, Namespace: ns, Ring: s.ring, Identity: s.identity, Address: s.address,
+		LeaseDuration: s.lease, RenewDeadline: s.renew, RetryPeriod: s.retry,
+		Stats: stats, Recorder: rec, Logger: log.WithName("sharding"),
+	})
+}
+
+// shardStats is what a member publishes on its Lease for `dctl status`:
+// the Operators it runs, the parent syncs its hook controllers ran, and the
+// objects its informers received (list items and watch events).
+func shardStats(rt *operator.Runtime, mc *metacontroller.Counters) func() map[string]int64 {
+	return func() map[string]int64 {
+		return map[string]int64{
+			"operators":   int64(len(rt.Names())),
+			"syncs":       mc.Syncs.Load(),
+			"watchEvents": rt.WatchEvents(),
+		}
+	}
+}
