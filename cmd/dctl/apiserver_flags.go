@@ -28,6 +28,9 @@ type apiServerFlags struct {
 	// acceptHosts extend apiserver.DefaultAcceptHosts.
 	acceptHosts []string
 	history     watchHistoryFlags
+	// route and member are set by dctl start --sharding (apiserver.Options).
+	route  func(string) apiserver.Route
+	member string
 }
 
 func (f *apiServerFlags) register(cmd *cobra.Command, defaultAddr string) {
@@ -92,6 +95,8 @@ func (f *apiServerFlags) newServer(store *view.Store, kinds func() []schema.Grou
 		ExpectedKinds:    expected,
 		AcceptHosts:      f.acceptHosts,
 		ServeNativeKinds: native,
+		Route:            f.route,
+		Member:           f.member,
 		Logger:           log.WithName("apiserver"),
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/dcontroller/dcontroller/pkg/apiserver"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 	"github.com/dcontroller/dcontroller/pkg/sharding"
@@ -103,5 +104,23 @@ func shardStats(rt *operator.Runtime, mc *metacontroller.Counters) func() map[st
 			"syncs":       mc.Syncs.Load(),
 			"watchEvents": rt.WatchEvents(),
 		}
+	}
+}
+
+// viewRoute is the view API server's apiserver.Options.Route of a member:
+// an operator's views are local when its name's bucket is held here, and
+// otherwise at the member holding it.
+func viewRoute(ring *sharding.Ring) func(string) apiserver.Route {
+	return func(op string) apiserver.Route {
+		if ring.Owns(op) {
+			return apiserver.Route{Local: true}
+		}
+		b := sharding.Bucket(op)
+		for _, m := range ring.Members() {
+			if m.Live && m.Held.Has(b) {
+				return apiserver.Route{Member: m.Identity, Address: m.Address}
+			}
+		}
+		return apiserver.Route{}
 	}
 }

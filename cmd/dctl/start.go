@@ -104,7 +104,14 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 		if err := rec.SetupWithManager(ctx, mgr); err != nil {
 			return err
 		}
-		srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), rt), false),
+		kinds := apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), rt), false)
+		if ring != nil {
+			// Any member answers for every operator's views: those of
+			// operators running elsewhere are forwarded to their member.
+			kinds = apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), nil), false)
+			af.route, af.member = viewRoute(ring), ring.Identity()
+		}
+		srv, err := af.newServer(rt.Views(), kinds,
 			apiserver.ExpectedKindsOf(apiserver.AllClusterOperators(mgr.GetClient(), 5*time.Second), false), false, log)
 		if err != nil {
 			return err

@@ -126,7 +126,8 @@ func RunningOperators(rt *operator.Runtime, ops []*opv1a1.Operator) func() []*op
 	}
 }
 
-// ClusterOperators returns the Operator objects of a cluster that rt runs,
+// ClusterOperators returns the Operator objects of a cluster that rt runs
+// (every one when rt is nil: a member of a ring answers for all),
 // read through r (the manager's cached client, so a call costs no request).
 func ClusterOperators(ctx context.Context, r client.Reader, rt *operator.Runtime) func() []*opv1a1.Operator {
 	return func() []*opv1a1.Operator {
@@ -137,6 +138,9 @@ func ClusterOperators(ctx context.Context, r client.Reader, rt *operator.Runtime
 		ops := make([]*opv1a1.Operator, len(l.Items))
 		for i := range l.Items {
 			ops[i] = &l.Items[i]
+		}
+		if rt == nil {
+			return ops
 		}
 		return RunningOperators(rt, ops)()
 	}

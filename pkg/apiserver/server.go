@@ -129,6 +129,16 @@ type Options struct {
 	// SyncInterval is how often Kinds is polled for changes
 	// (DefaultSyncInterval when 0); store changes are seen at once.
 	SyncInterval time.Duration
+	// Route, when set, says where each operator's views live in a ring of
+	// managers (dctl start --sharding): a request for the views of an
+	// operator that runs on another member is forwarded to that member's
+	// view API server (Route.Address) after this server authenticated and
+	// authorized it; the member checks the token again. nil: every view is
+	// local.
+	Route func(operator string) Route
+	// Member names this server's member in forwarded requests
+	// (ForwardedHeader).
+	Member string
 	// Logger receives structured logs.
 	Logger logr.Logger
 }
@@ -144,6 +154,8 @@ type Server struct {
 	serializer objectSerializer
 	authz      authorizer.Authorizer
 	equivalent runtime.EquivalentResourceRegistry
+	// fwd forwards the requests for other members' views (Options.Route).
+	fwd *forwarder
 
 	resources atomic.Pointer[resourceSet]
 	// published is the resource set last put into discovery, and
@@ -196,6 +208,11 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.authz = authz
+	if opts.Route != nil {
+		if s.fwd, err = newForwarder(opts); err != nil {
+			return nil, fmt.Errorf("apiserver: %w", err)
+		}
+	}
 
 	cfg := genericapiserver.NewConfig(metaCodecs.CodecFactory)
 	cfg.Serializer = metaCodecs
@@ -694,6 +711,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if r == nil {
 		s.notFound(w, req)
 		return
+	}
+	if s.opts.Route != nil {
+		if op, ok := viewOperator(gvr.Group); ok {
+			if route := s.opts.Route(op); !route.Local {
+				s.forward(w, req, op, route)
+				return
+			}
+		}
 	}
 	v, ok := s.serving.Load(r.gvk)
 	if !ok {
