@@ -153,7 +153,8 @@ func TestChartLint(t *testing.T) {
 		t.Errorf("helm lint:\n%s", out)
 	}
 	// The schema rejects values outside the documented enums.
-	for _, set := range []string{"rbac.mode=partial", "apiServer.mode=debug", "apiServer.service.type=ExternalName", "replicas=0"} {
+	for _, set := range []string{"rbac.mode=partial", "apiServer.mode=debug", "apiServer.service.type=ExternalName", "replicas=0",
+		"sharding.leaseDuration=ten", "sharding.renewDeadline=10", "sharding.retryPeriod=-2s", "sharding.ring=Ring_A", "sharding.replicas=3"} {
 		_, err := helm(t, "template", "dcontroller", "charts/dcontroller", "--set", set)
 		if err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
 			t.Errorf("--set %s: want a schema error, got %v", set, err)
@@ -399,6 +400,59 @@ func TestChartInstall(t *testing.T) {
 			}
 		},
 	}, {
+		// leaderElection.enabled keeps its default, true: sharding wins.
+		// rbac.mode=scoped with no rules leaves the Role of the ring as the
+		// only grant on Leases.
+		name: "sharding with three active replicas", release: "dc-shard", ns: "dcontroller-shard",
+		args: []string{"--set", "sharding.enabled=true", "--set", "replicas=3", "--set", "sharding.ring=blue", "--set", "rbac.mode=scoped",
+			"--set", "sharding.leaseDuration=20s", "--set", "sharding.renewDeadline=0m12.5s", "--set", "sharding.retryPeriod=1500ms"},
+		check: func(t *testing.T, objs map[string]*unstructured.Unstructured, fullname, ns string) {
+			d := objs["Deployment "+ns+"/"+fullname+"-manager"]
+			args := containerArgs(t, d)
+			for _, want := range []string{"--sharding", "--sharding-namespace=" + ns, "--sharding-ring=blue",
+				"--sharding-identity=$(POD_NAME)", "--sharding-address=$(POD_IP):8443", "--sharding-lease-duration=20s",
+				"--sharding-renew-deadline=0m12.5s", "--sharding-retry-period=1500ms"} {
+				if !hasArg(args, want) {
+					t.Errorf("args %q lack %q", args, want)
+				}
+			}
+			for _, a := range args {
+				if strings.HasPrefix(a, "--leader-elect") {
+					t.Errorf("args %q pass %s with --sharding", args, a)
+				}
+			}
+			// The API server keeps the Deployment's env as rendered.
+			env := mustKubectl(t, "", "-n", ns, "get", "deployment", fullname+"-manager", "-o",
+				`jsonpath={range .spec.template.spec.containers[0].env[*]}{.name}={.valueFrom.fieldRef.fieldPath} {end}`)
+			if env != "POD_NAME=metadata.name POD_IP=status.podIP " {
+				t.Errorf("env %q", env)
+			}
+			if r := mustKubectl(t, "", "-n", ns, "get", "deployment", fullname+"-manager", "-o", "jsonpath={.spec.replicas}"); r != "3" {
+				t.Errorf("replicas %q", r)
+			}
+			if _, ok := objs["Role "+ns+"/"+fullname+"-leader-election"]; ok {
+				t.Errorf("the leader-election Role is rendered with sharding")
+			}
+			// The API server's authorizer decides what the ServiceAccount may do.
+			sa := "system:serviceaccount:" + ns + ":" + fullname
+			for _, c := range []struct {
+				verb, resource, ns, want string
+			}{
+				{"delete", "leases.coordination.k8s.io", ns, "yes"},
+				{"create", "leases.coordination.k8s.io", ns, "yes"},
+				{"update", "leases.coordination.k8s.io", ns, "yes"},
+				{"watch", "leases.coordination.k8s.io", ns, "yes"},
+				{"create", "events", ns, "yes"},
+				{"patch", "events.events.k8s.io", ns, "yes"},
+				{"delete", "leases.coordination.k8s.io", "default", "no"},
+			} {
+				got, _ := kubectl(t, "", "auth", "can-i", c.verb, c.resource, "-n", c.ns, "--as", sa)
+				if strings.TrimSpace(got) != c.want {
+					t.Errorf("can %s %s %s in %s: %q, want %q", sa, c.verb, c.resource, c.ns, strings.TrimSpace(got), c.want)
+				}
+			}
+		},
+	}, {
 		name: "no leader election, no API server, no metrics", release: "dcontroller-min", ns: "dcontroller-min",
 		args: []string{"--set", "leaderElection.enabled=false", "--set", "apiServer.enabled=false", "--set", "metrics.enabled=false"},
 		check: func(t *testing.T, objs map[string]*unstructured.Unstructured, fullname, ns string) {
@@ -406,7 +460,8 @@ func TestChartInstall(t *testing.T) {
 			if hasArg(args, "--leader-elect") || !hasArg(args, "--disable-api-server") || !hasArg(args, "--metrics-addr=0") {
 				t.Errorf("args %q", args)
 			}
-			for _, k := range []string{"Role " + ns + "/" + fullname + "-leader-election", "Service " + ns + "/" + fullname + "-apiserver", "Service " + ns + "/" + fullname + "-metrics"} {
+			for _, k := range []string{"Role " + ns + "/" + fullname + "-leader-election", "Role " + ns + "/" + fullname + "-sharding",
+				"Service " + ns + "/" + fullname + "-apiserver", "Service " + ns + "/" + fullname + "-metrics"} {
 				if _, ok := objs[k]; ok {
 					t.Errorf("%s rendered", k)
 				}

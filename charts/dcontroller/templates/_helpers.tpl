@@ -35,7 +35,14 @@ app.kubernetes.io/component: manager
 {{- end -}}
 {{- end -}}
 
-{{/* dcontroller.leaderElect says whether the manager elects a leader. */}}
+{{/*
+dcontroller.leaderElect says whether the manager elects a leader: never with
+sharding.enabled (every replica is active and dctl start refuses
+--leader-elect together with --sharding), else with leaderElection.enabled
+or more than one replica.
+*/}}
 {{- define "dcontroller.leaderElect" -}}
+{{- if not .Values.sharding.enabled -}}
 {{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) -}}true{{- end -}}
+{{- end -}}
 {{- end -}}
