@@ -2,22 +2,27 @@
 # Start or stop a local Kubernetes control plane (etcd + kube-apiserver) on
 # loopback, with no container runtime, scheduler or controller-manager.
 #
-#   hack/local-cluster.sh start DIR   start it with data in DIR, write DIR/kubeconfig,
-#                                     return once /readyz answers
+#   hack/local-cluster.sh start DIR [--sharded-watch]
+#                                     start it with data in DIR, write DIR/kubeconfig,
+#                                     return once /readyz answers; --sharded-watch turns
+#                                     on the ShardedListAndWatch feature gate (KEP-5866:
+#                                     list and watch with ?shardSelector=shardRange(...))
 #   hack/local-cluster.sh stop DIR    stop it
-#   hack/local-cluster.sh status DIR  print whether it runs and where
+#   hack/local-cluster.sh status DIR  print whether it runs, where, and its feature gates
 #
 # The flags follow what controller-runtime's envtest uses, so Pods can be
 # created without a controller-manager (the ServiceAccount admission plugin is
 # off). Several clusters in different DIRs can run at once: ports are picked free.
 # Binaries come from bin/k8s (make kube-binaries), or $KUBE_BIN_DIR.
+# FEATURE_GATES=Gate1=true,Gate2=false passes feature gates to kube-apiserver
+# (--feature-gates), on top of the one --sharded-watch sets.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${KUBE_BIN_DIR:-$ROOT/bin/k8s}"
 
 usage() {
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-1}"
 }
 
@@ -80,7 +85,15 @@ start() {
   fi
   token=$(cat "$DIR/token")
 
-  echo "starting kube-apiserver on 127.0.0.1:$api_port" >&2
+  local gates="${FEATURE_GATES:-}"
+  if [[ $SHARDED_WATCH == 1 ]]; then
+    gates="ShardedListAndWatch=true${gates:+,$gates}"
+  fi
+  local gate_args=()
+  [[ -z $gates ]] || gate_args=(--feature-gates "$gates")
+  echo "$gates" >"$DIR/feature-gates"
+
+  echo "starting kube-apiserver on 127.0.0.1:$api_port${gates:+ with feature gates $gates}" >&2
   "$BIN/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
@@ -94,6 +107,7 @@ start() {
     --service-account-issuer "https://127.0.0.1:$api_port/" \
     --service-account-key-file "$DIR/certs/sa.pub" \
     --service-account-signing-key-file "$DIR/certs/sa.key" \
+    "${gate_args[@]}" \
     >"$DIR/kube-apiserver.log" 2>&1 &
   echo $! >"$DIR/apiserver.pid"
   wait_ready "https://127.0.0.1:$api_port/readyz" kube-apiserver "$DIR/apiserver.pid" 120 -k -H "Authorization: Bearer $token"
@@ -138,14 +152,22 @@ stop() {
 
 status() {
   if [[ -f "$DIR/apiserver.pid" ]] && kill -0 "$(cat "$DIR/apiserver.pid")" 2>/dev/null; then
-    echo "running: $(grep server: "$DIR/kubeconfig" | awk '{print $2}') (KUBECONFIG=$DIR/kubeconfig)"
+    local gates
+    gates=$(cat "$DIR/feature-gates" 2>/dev/null || true)
+    echo "running: $(grep server: "$DIR/kubeconfig" | awk '{print $2}') (KUBECONFIG=$DIR/kubeconfig)${gates:+ feature gates: $gates}"
   else
     echo "stopped"
     return 1
   fi
 }
 
-[[ $# -eq 2 ]] || usage
+case "${1:-}" in -h|--help|help) usage 0 ;; esac
+SHARDED_WATCH=0
+if [[ $# -eq 3 && $1 == start && $3 == --sharded-watch ]]; then
+  SHARDED_WATCH=1
+elif [[ $# -ne 2 ]]; then
+  usage
+fi
 DIR=$2
 case "$1" in
   start) start ;;
