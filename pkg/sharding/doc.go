@@ -16,11 +16,13 @@
 // client-go's leader election does).
 //
 // Assignment: the live members split the buckets deterministically by
-// rendezvous hashing with bounded load: each bucket goes to the member of
-// highest rendezvous weight that holds fewer than ceil(Buckets/N) buckets,
-// so every member gets an even share and a member joining or leaving moves
-// about 1/N of the buckets. No coordinator is elected: every member computes
-// the same assignment from the same set of Leases.
+// rendezvous hashing with bounded load (Rebalance): every member keeps the
+// buckets it holds up to an even share (floor or ceil of Buckets/N), and
+// each other bucket goes to the member of highest rendezvous weight that
+// still has room. Shares differ by at most one, and a member joining or
+// leaving moves only the buckets that must move (about Buckets/N). No
+// coordinator is elected: every member computes the same assignment from
+// the same set of Leases.
 //
 // Fencing: each bucket has a Lease too, whose holderIdentity is the member
 // that works it. A member starts working a bucket only after it wrote itself

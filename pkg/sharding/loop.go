@@ -151,7 +151,11 @@ func (l *loop) step() error {
 	}
 	live := r.liveMembers(now)
 	r.metrics.members.Set(float64(len(live)))
-	mine := AssignedTo(Assign(live), r.opts.Identity)
+	var holders [Buckets]string
+	for b, le := range buckets {
+		holders[b] = holderOf(le)
+	}
+	mine := AssignedTo(Rebalance(live, holders), r.opts.Identity)
 
 	// Buckets whose Lease names another holder were taken from us: stop at
 	// once, nothing to clear.
