@@ -29,7 +29,7 @@ type apiServerFlags struct {
 	acceptHosts []string
 	history     watchHistoryFlags
 	// route and member are set by dctl start --sharding (apiserver.Options).
-	route  func(string) apiserver.Route
+	route  func(operator, namespace string) apiserver.Route
 	member string
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,9 +9,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 
 	"github.com/dcontroller/dcontroller/pkg/apiserver"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller"
@@ -109,13 +114,24 @@ func shardStats(rt *operator.Runtime, mc *metacontroller.Counters) func() map[st
 
 // viewRoute is the view API server's apiserver.Options.Route of a member:
 // an operator's views are local when its name's bucket is held here, and
-// otherwise at the member holding it.
-func viewRoute(ring *sharding.Ring) func(string) apiserver.Route {
-	return func(op string) apiserver.Route {
-		if ring.Owns(op) {
+// otherwise at the member holding it; those of a namespace-sharded
+// operator are at the member holding the namespace's bucket.
+func viewRoute(ring *sharding.Ring, r client.Reader) func(op, namespace string) apiserver.Route {
+	return func(op, namespace string) apiserver.Route {
+		key := op
+		o := &opv1a1.Operator{}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := r.Get(ctx, types.NamespacedName{Name: op}, o); err == nil && o.Spec.Sharding == opv1a1.ShardByNamespace {
+			if namespace == "" {
+				return apiserver.Route{Split: true}
+			}
+			key = namespace
+		}
+		if ring.Owns(key) {
 			return apiserver.Route{Local: true}
 		}
-		b := sharding.Bucket(op)
+		b := sharding.Bucket(key)
 		for _, m := range ring.Members() {
 			if m.Live && m.Held.Has(b) {
 				return apiserver.Route{Member: m.Identity, Address: m.Address}

@@ -82,6 +82,7 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 		return err
 	}
 	if ring != nil {
+		rt.SetRing(ring)
 		if err := mgr.Add(ring); err != nil {
 			return err
 		}
@@ -109,7 +110,7 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 			// Any member answers for every operator's views: those of
 			// operators running elsewhere are forwarded to their member.
 			kinds = apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), nil), false)
-			af.route, af.member = viewRoute(ring), ring.Identity()
+			af.route, af.member = viewRoute(ring, mgr.GetClient()), ring.Identity()
 		}
 		srv, err := af.newServer(rt.Views(), kinds,
 			apiserver.ExpectedKindsOf(apiserver.AllClusterOperators(mgr.GetClient(), 5*time.Second), false), false, log)

@@ -31,6 +31,10 @@ type Route struct {
 	// Address is the member's view API server, HOST:PORT ("" when it
 	// published none).
 	Address string
+	// Split: the operator runs split by namespace (spec.sharding
+	// Namespace) and the request named no namespace, so no one member
+	// holds the answer; it is refused with 400 Bad Request.
+	Split bool
 }
 
 // ForwardedHeader marks a request one member forwarded to another; a
@@ -99,6 +103,10 @@ func (s *Server) forward(w http.ResponseWriter, req *http.Request, op string, ro
 		responsewriters.ErrorNegotiated(err, s.serializer, schema.GroupVersion{}, w, req)
 	}
 	switch {
+	case route.Split:
+		err := apierrors.NewBadRequest(fmt.Sprintf("the views of operator %s are split by namespace between the members of the ring (spec.sharding: Namespace): ask for one namespace (kubectl -n NAMESPACE)", op))
+		responsewriters.ErrorNegotiated(err, s.serializer, schema.GroupVersion{}, w, req)
+		return
 	case req.Header.Get(ForwardedHeader) != "":
 		unavailable(fmt.Sprintf("the views of operator %s are being handed over between members (forwarded by %s); retry", op, req.Header.Get(ForwardedHeader)))
 		return

@@ -36,7 +36,7 @@ func TestForwardToMember(t *testing.T) {
 	b, _ := testServer(t, owner, Options{Kinds: kinds})
 	route := Route{Member: "b", Address: b.Addr()}
 	_, base := testServer(t, view.NewStore(), Options{Kinds: kinds, Member: "a",
-		Route: func(op string) Route {
+		Route: func(op, _ string) Route {
 			if op != "op" {
 				return Route{Local: true}
 			}
@@ -94,6 +94,11 @@ func TestForwardToMember(t *testing.T) {
 	route = Route{Member: "b"}
 	req, _ = http.NewRequest("GET", url+"/a", nil)
 	check503("no address", req, "--sharding-address")
+
+	route = Route{Split: true}
+	if code, body := get(t, url, "application/json"); code != 400 || !strings.Contains(body, "split by namespace") {
+		t.Errorf("a cluster-wide list of namespace-split views: %d %s", code, body)
+	}
 
 	route = Route{Member: "b", Address: "127.0.0.1:1"}
 	req, _ = http.NewRequest("GET", url+"/a", nil)

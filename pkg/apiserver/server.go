@@ -133,9 +133,10 @@ type Options struct {
 	// managers (dctl start --sharding): a request for the views of an
 	// operator that runs on another member is forwarded to that member's
 	// view API server (Route.Address) after this server authenticated and
-	// authorized it; the member checks the token again. nil: every view is
+	// authorized it; the member checks the token again. namespace is the
+	// request's ("" for a cluster-wide list or watch). nil: every view is
 	// local.
-	Route func(operator string) Route
+	Route func(operator, namespace string) Route
 	// Member names this server's member in forwarded requests
 	// (ForwardedHeader).
 	Member string
@@ -714,7 +715,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if s.opts.Route != nil {
 		if op, ok := viewOperator(gvr.Group); ok {
-			if route := s.opts.Route(op); !route.Local {
+			if route := s.opts.Route(op, target.Namespace); !route.Local {
 				s.forward(w, req, op, route)
 				return
 			}

@@ -76,6 +76,24 @@ type Options struct {
 	// that runs (see OwnerConflictError); it adopts one whose owner is gone.
 	// When nil, every other owner counts as running.
 	OwnerLive func(owner string) bool
+	// Scope, when set, is the set of namespaces this controller may write
+	// (a namespace-sharded operator in a ring of managers: the namespaces
+	// whose buckets this member holds). Resync looks only at target objects
+	// in scope; an output outside it is not written and is reported as an
+	// error (its sources are in scope, so the pipeline moved it to another
+	// namespace). nil: every namespace.
+	Scope func(namespace string) bool
+}
+
+// OutOfScopeError is the error of an output that a namespace-sharded
+// controller may not write (Options.Scope).
+type OutOfScopeError struct {
+	Kind string
+	Key  object.Key
+}
+
+func (e *OutOfScopeError) Error() string {
+	return fmt.Sprintf("%s %s is in a namespace this member does not run: with spec.sharding Namespace, every target object must be in the namespace of its sources", e.Kind, e.Key)
 }
 
 // Source is a resolved source of a controller.
@@ -513,6 +531,13 @@ func (c *Controller) sync(ctx context.Context, key object.Key) error {
 // record it again). An owner conflict is not an error: it is kept in
 // Conflicts until the object can be written.
 func (c *Controller) syncKey(ctx context.Context, key object.Key, recordOutput bool) (bool, error) {
+	if c.opts.Scope != nil && !c.opts.Scope(key.Namespace) {
+		err := &OutOfScopeError{Kind: c.target.GVK.Kind, Key: key}
+		if recordOutput {
+			c.recordError("output", err)
+		}
+		return false, err
+	}
 	desired, derr := c.desired(key)
 	if derr != nil && recordOutput {
 		c.recordError("output", derr)
@@ -666,6 +691,10 @@ func (c *Controller) Resync(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%s.target: list %s: %w", c.path, c.target.GVK.Kind, err))
 		}
 		for _, obj := range existing {
+			if c.opts.Scope != nil && !c.opts.Scope(obj.GetNamespace()) {
+				// Another member's namespace.
+				continue
+			}
 			if obj.GetAnnotations()[opv1a1.OwnerAnnotation] == c.Owner() {
 				keys[object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}] = true
 			}
@@ -1018,4 +1047,15 @@ func mergeStrings(base, over map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// NamespaceLocal reports whether the controller's pipeline never combines
+// objects of two namespaces (pipeline.Pipeline.NamespaceLocal), as a
+// namespace-sharded operator needs; the error names the stage.
+func (c *Controller) NamespaceLocal() error {
+	nl, ok := any(c.pipe).(interface{ NamespaceLocal() error })
+	if !ok {
+		return errors.New("the pipeline cannot be checked for namespace-locality")
+	}
+	return nl.NamespaceLocal()
 }

@@ -72,13 +72,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// The member holding the bucket of the name runs the operator and
+	// writes its status; a namespace-sharded one runs on every member.
 	release, ours := r.Ring.Acquire(req.Name)
 	defer release()
-	if !ours {
-		// Another member of the ring runs it (stopped here when this
-		// member released its bucket).
-		return ctrl.Result{}, nil
-	}
 	op := &opv1a1.Operator{}
 	if err := r.Client.Get(ctx, req.NamespacedName, op); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -91,6 +88,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.stop(op, "operator being deleted: controllers stopped, views dropped")
 		return ctrl.Result{}, nil
 	}
+	byNamespace := r.Ring != nil && op.Spec.Sharding == opv1a1.ShardByNamespace
+	if !ours && !byNamespace {
+		// Another member of the ring runs it (stopped here when this
+		// member released its bucket, or now if its sharding changed).
+		r.stop(op, "operator runs on another member of the ring: controllers stopped, views dropped here")
+		return ctrl.Result{}, nil
+	}
 	runCtx := r.ctx
 	if runCtx == nil {
 		runCtx = ctx
@@ -99,6 +103,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	started := r.Runtime.Upsert(runCtx, op)
 	if started && wasRunning && r.Recorder != nil {
 		r.Recorder.Eventf(op, nil, corev1.EventTypeNormal, "Stopped", "Stop", "controllers of the previous generation stopped for generation %d", op.Generation)
+	}
+	if !ours {
+		// A namespace-sharded operator's status is written by the member
+		// of its name.
+		return ctrl.Result{}, nil
 	}
 	if started && r.Recorder != nil {
 		st, _ := r.Runtime.Status(op.Name, op.Generation)
@@ -192,10 +201,21 @@ func (r *Reconciler) updateStatus(ctx context.Context, op *opv1a1.Operator) erro
 // published); Operators in acquired buckets are reconciled, which starts
 // them.
 func (r *Reconciler) onReshard(acquired, released sharding.BucketSet) {
+	var restart []string
 	for _, name := range r.Runtime.Names() {
-		if released.Has(sharding.Bucket(name)) {
+		switch {
+		case r.Runtime.ByNamespace(name):
+			// It runs over the namespaces of the held buckets: restart it
+			// over the new set (the stop fences the released namespaces).
+			r.Runtime.Delete(name)
+			restart = append(restart, name)
+		case released.Has(sharding.Bucket(name)):
 			r.stop(&opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: name}}, "operator handed over to another member of the ring: controllers stopped, views dropped here")
 		}
+	}
+	for _, name := range restart {
+		op := &opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		go func() { r.kicks <- event.GenericEvent{Object: op} }()
 	}
 	if acquired == 0 {
 		return

@@ -23,6 +23,7 @@ import (
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/object"
+	"github.com/dcontroller/dcontroller/pkg/sharding"
 	"github.com/dcontroller/dcontroller/pkg/view"
 )
 
@@ -72,6 +73,11 @@ type RuntimeOptions struct {
 	// MaxObjectBytes bounds the encoded size of a target object (see
 	// controller.Options).
 	MaxObjectBytes int
+	// Ring, when set, is this manager's share of the work in a ring of
+	// active managers: an operator with spec.sharding Namespace runs here
+	// over the namespaces whose buckets Ring holds (the Reconciler restarts
+	// it when they change). nil: every namespace.
+	Ring *sharding.Ring
 }
 
 // Runtime runs operators against a cluster. Starting, updating and deleting
@@ -129,6 +135,15 @@ type running struct {
 	since      map[string]metav1.Time
 	// maxDeltaEntries is the operator's bound of a stage's entries per change.
 	maxDeltaEntries int
+	// scope is the namespaces this member runs a namespace-sharded
+	// operator over (nil: all; see RuntimeOptions.Ring).
+	scope func(namespace string) bool
+}
+
+// inScope reports whether obj's namespace is one the operator runs over
+// here.
+func (run *running) inScope(obj metav1.Object) bool {
+	return run.scope == nil || run.scope(obj.GetNamespace())
 }
 
 type itemKey struct {
@@ -172,6 +187,22 @@ func (r *Runtime) Delete(name string) {
 		// Objects the stopped operator owned may now be adopted.
 		r.recheckConflictsLocked()
 	}
+}
+
+// SetRing sets RuntimeOptions.Ring; call it before the first Upsert.
+func (r *Runtime) SetRing(ring *sharding.Ring) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.opts.Ring = ring
+}
+
+// ByNamespace reports whether the named operator runs split by namespace
+// (spec.sharding Namespace with RuntimeOptions.Ring set).
+func (r *Runtime) ByNamespace(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, ok := r.operators[name]
+	return ok && cur.scope != nil
 }
 
 // Names returns the running operators, sorted.
@@ -237,6 +268,9 @@ func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 	run := &running{name: op.Name, generation: op.Generation, cancel: cancel,
 		invalid: map[string]error{}, reasons: map[string]string{}, since: map[string]metav1.Time{},
 		maxDeltaEntries: maxDeltaEntries(op, r.opts.MaxDeltaEntries)}
+	if op.Spec.Sharding == opv1a1.ShardByNamespace && r.opts.Ring != nil {
+		run.scope = r.opts.Ring.Owns
+	}
 	log := r.opts.Logger.WithValues("operator", op.Name)
 	names := make([]string, 0, len(op.Spec.Controllers))
 	for _, spec := range op.Spec.Controllers {
@@ -336,6 +370,7 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 		OwnerLive:       r.ownerLive,
 		MaxDeltaEntries: run.maxDeltaEntries,
 		MaxObjectBytes:  r.opts.MaxObjectBytes,
+		Scope:           run.scope,
 	})
 	if err != nil {
 		var de *discoveryError
@@ -355,6 +390,12 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 		}
 		log.Error(err, "checking access failed; retrying")
 		return ReasonStartFailed, err
+	}
+	if run.scope != nil {
+		if err := r.checkNamespaceLocal(c, i); err != nil {
+			log.Error(err, "invalid controller")
+			return ReasonInvalidSpec, err
+		}
 	}
 	rc := &runningController{c: c, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[itemKey]())}
 	if err := r.startController(ctx, run, rc); err != nil {
@@ -384,6 +425,9 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 		}
 		s := s
 		enqueue := func(obj *unstructured.Unstructured) {
+			if !run.inScope(obj) {
+				return
+			}
 			rc.queue.Add(itemKey{gvk: s.GVK, key: object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}})
 		}
 		if r.isView(s.GVK) {
@@ -398,7 +442,9 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 			})
 			rc.stop = append(rc.stop, cancel)
 			for _, obj := range r.views.List(s.GVK) {
-				initial = append(initial, controller.Change{New: obj})
+				if run.inScope(obj) {
+					initial = append(initial, controller.Change{New: obj})
+				}
 			}
 			continue
 		}
@@ -454,7 +500,9 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 			return fmt.Errorf("%s: listing %s: %w", s.Path, s.GVK, err)
 		}
 		for i := range l.Items {
-			initial = append(initial, controller.Change{New: &l.Items[i]})
+			if run.inScope(&l.Items[i]) {
+				initial = append(initial, controller.Change{New: &l.Items[i]})
+			}
 		}
 	}
 	// The initial state goes through the pipeline in one batch; then the

@@ -135,7 +135,7 @@ func (r *Runtime) watchTarget(ctx context.Context, run *running, rc *runningCont
 	c := rc.c
 	gvk := c.Target().GVK
 	check := func(obj *unstructured.Unstructured) {
-		if obj != nil && c.Tracks(obj) {
+		if obj != nil && run.inScope(obj) && c.Tracks(obj) {
 			rc.queue.Add(itemKey{gvk: gvk, key: object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, target: true})
 		}
 	}

@@ -42,7 +42,32 @@ type OperatorSpec struct {
 	// operator; omitted fields take the manager's defaults.
 	// +optional
 	Limits *Limits `json:"limits,omitempty"`
+	// Sharding says how a ring of managers (dctl start --sharding) splits
+	// this operator between its members. "Operator" (the default) runs the
+	// whole operator on the one member that holds the hash bucket of its
+	// name. "Namespace" runs it on every member, each over the objects of
+	// the namespaces whose buckets it holds; the pipelines must then never
+	// combine objects of two namespaces (every @join requires equal
+	// metadata.namespace, every @gather/@groupBy key uses it), sources and
+	// targets must be namespaced, and each target object must be in the
+	// namespace of its sources, or the controller is InvalidSpec. Without
+	// a ring the field has no effect.
+	// +kubebuilder:validation:Enum=Operator;Namespace
+	// +optional
+	Sharding ShardingMode `json:"sharding,omitempty"`
 }
+
+// ShardingMode is how a ring of managers splits an operator
+// (OperatorSpec.Sharding).
+type ShardingMode string
+
+const (
+	// ShardByOperator runs the whole operator on one member.
+	ShardByOperator ShardingMode = "Operator"
+	// ShardByNamespace runs the operator on every member, each over the
+	// namespaces it holds.
+	ShardByNamespace ShardingMode = "Namespace"
+)
 
 // Limits bound the work of an operator's controllers.
 type Limits struct {
