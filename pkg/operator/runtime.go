@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -78,6 +79,9 @@ type RuntimeOptions struct {
 	// over the namespaces whose buckets Ring holds (the Reconciler restarts
 	// it when they change). nil: every namespace.
 	Ring *sharding.Ring
+	// Dynamic, when set, starts the server-side sharded informers of
+	// namespace-sharded operators (see startShardedSource).
+	Dynamic dynamic.Interface
 }
 
 // Runtime runs operators against a cluster. Starting, updating and deleting
@@ -94,6 +98,9 @@ type Runtime struct {
 	live liveSet
 	// received counts what the manager's informers received (NewManager).
 	received *watchCounter
+	// shardProbe keeps serverSharding's answers.
+	shardProbeMu sync.Mutex
+	shardProbe   map[schema.GroupVersionResource]bool
 }
 
 // WatchEvents returns how many objects the informers of the manager this
@@ -158,6 +165,9 @@ type runningController struct {
 	c     *controller.Controller
 	queue workqueue.TypedRateLimitingInterface[itemKey]
 	stop  []func()
+	// sharded holds the server-side sharded informers of the sources of a
+	// namespace-sharded operator (startShardedSource), by kind.
+	sharded map[schema.GroupVersionKind]*shardedSource
 }
 
 // Upsert starts the operator, or restarts its controllers when the spec's
@@ -448,13 +458,31 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 			}
 			continue
 		}
-		// GetInformer blocks until the informer has synced; bound the wait so
-		// that a watch that cannot start is reported instead of hanging.
-		ictx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
-		inf, err := r.opts.Cache.GetInformer(ictx, newObj(s.GVK))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%s: watching %s: %w", s.Path, s.GVK, err)
+		var inf eventSource
+		var sharded *shardedSource
+		if run.scope != nil {
+			var err error
+			if sharded, err = r.startShardedSource(ctx, s.GVK, s.Namespace); err != nil {
+				return fmt.Errorf("%s: watching %s: %w", s.Path, s.GVK, err)
+			}
+		}
+		if sharded != nil {
+			if rc.sharded == nil {
+				rc.sharded = map[schema.GroupVersionKind]*shardedSource{}
+			}
+			rc.sharded[s.GVK] = sharded
+			inf = sharded.inf
+		} else {
+			// GetInformer blocks until the informer has synced; bound the
+			// wait so that a watch that cannot start is reported instead of
+			// hanging.
+			ictx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
+			ci, err := r.opts.Cache.GetInformer(ictx, newObj(s.GVK))
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s: watching %s: %w", s.Path, s.GVK, err)
+			}
+			inf = ci
 		}
 		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) {
@@ -486,6 +514,14 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 			return fmt.Errorf("%s: watching %s: %w", s.Path, s.GVK, err)
 		}
 		rc.stop = append(rc.stop, func() { _ = inf.RemoveEventHandler(reg) })
+		if sharded != nil {
+			for _, o := range sharded.inf.GetStore().List() {
+				if u, ok := o.(*unstructured.Unstructured); ok && run.inScope(u) {
+					initial = append(initial, controller.Change{New: u})
+				}
+			}
+			continue
+		}
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(s.GVK.GroupVersion().WithKind(s.GVK.Kind + "List"))
 		var lopts []client.ListOption
@@ -558,6 +594,13 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 	return nil
 }
 
+// eventSource is what a controller needs of an informer: the shared
+// cache's (controller-runtime's Informer) or a sharded source's.
+type eventSource interface {
+	AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
+	RemoveEventHandler(toolscache.ResourceEventHandlerRegistration) error
+}
+
 // work drains the controller's queue: it gathers up to maxBatch changed keys,
 // reads their latest state and runs the pipeline once over the batch.
 func (r *Runtime) work(ctx context.Context, rc *runningController) {
@@ -586,7 +629,7 @@ func (r *Runtime) work(ctx context.Context, rc *runningController) {
 				targets = append(targets, it)
 				continue
 			}
-			obj, err := r.latest(ctx, it.gvk, it.key)
+			obj, err := r.latest(ctx, rc, it.gvk, it.key)
 			switch {
 			case err == nil:
 				changes = append(changes, controller.Change{New: obj})
@@ -627,9 +670,12 @@ func (r *Runtime) work(ctx context.Context, rc *runningController) {
 	}
 }
 
-func (r *Runtime) latest(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
+func (r *Runtime) latest(ctx context.Context, rc *runningController, gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
 	if r.isView(gvk) {
 		return r.views.Get(gvk, key)
+	}
+	if s := rc.sharded[gvk]; s != nil {
+		return s.get(gvk, key)
 	}
 	// The cache's own object, not a copy (see startController's List).
 	u := newObj(gvk)
