@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/dcontroller/dcontroller/pkg/operator"
+	"github.com/dcontroller/dcontroller/pkg/sharding"
 )
 
 // The Grafana dashboard shipped in the chart (charts/dcontroller/dashboards)
@@ -305,6 +309,24 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 	startManagerWith(t, operator.ManagerOptions{MetricsAddr: addr})
 	mustKubectl(t, "", "create", "namespace", ns)
 	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "namespace", ns, "--wait=false") })
+	// A one-member ring, for the scale-out metrics (dctl start --sharding).
+	cs, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := sharding.New(sharding.Options{Client: cs, Namespace: ns, Ring: "dashboard", Identity: "dashboard-member"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ringCtx, stopRing := context.WithCancel(context.Background())
+	ringDone := make(chan error, 1)
+	go func() { ringDone <- ring.Start(ringCtx) }()
+	t.Cleanup(func() {
+		stopRing()
+		if err := <-ringDone; err != nil {
+			t.Errorf("ring: %v", err)
+		}
+	})
 
 	// A declarative operator: a view of the ConfigMaps, a Patcher that labels
 	// them (skipped for those already labelled) and a controller whose
@@ -434,7 +456,9 @@ data: {k: v}
 		if len(metrics) == 0 {
 			t.Errorf("%s: %q selects no metric", q.where, q.expr)
 		}
-		have := map[string]bool{}
+		// Prometheus adds the target labels instance and job to every
+		// series it scrapes (the members of a ring differ by instance).
+		have := map[string]bool{"instance": true, "job": true}
 		for name, matchers := range metrics {
 			labels, ok := series[name]
 			if !ok {
