@@ -100,12 +100,14 @@ func (s *shardingFlags) newRing(cfg *rest.Config, f *managerFlags, rec events.Ev
 }
 
 // shardStats is what a member publishes on its Lease for `dctl status`:
-// the Operators it runs, the parent syncs its hook controllers ran, and the
-// objects its informers received (list items and watch events).
+// the Operators it runs, the hook-controller parents it works and the
+// syncs it ran, and the objects its informers received (list items and
+// watch events).
 func shardStats(rt *operator.Runtime, mc *metacontroller.Counters) func() map[string]int64 {
 	return func() map[string]int64 {
 		return map[string]int64{
 			"operators":   int64(len(rt.Names())),
+			"parents":     mc.Parents(),
 			"syncs":       mc.Syncs.Load(),
 			"watchEvents": rt.WatchEvents(),
 		}

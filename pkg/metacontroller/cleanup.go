@@ -115,6 +115,18 @@ type drainer interface {
 	// pending lists the parents that still carry the controller's
 	// finalizer, as the controller's watches last saw them.
 	pending() []*unstructured.Unstructured
+	// allParents lists every parent the controller's watches last saw.
+	allParents() []*unstructured.Unstructured
+}
+
+func (c *composite) allParents() []*unstructured.Unstructured { return c.parents.index.list("", true) }
+
+func (c *decorator) allParents() []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, dr := range c.resources {
+		out = append(out, dr.w.index.list("", true)...)
+	}
+	return out
 }
 
 func (c *composite) drain() bool {

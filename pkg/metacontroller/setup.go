@@ -160,6 +160,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			ring: opts.Ring, counters: opts.Counters,
 		}}
 	opts.Ring.OnChange(r.onReshard)
+	if opts.Counters != nil {
+		f := r.ownedParents
+		opts.Counters.parents.Store(&f)
+	}
 	// Without the CRDs the controllers could not start their watches and
 	// would stop the whole manager: run without them instead.
 	for _, kind := range []string{"CompositeController", "DecoratorController", "ControllerRevision"} {

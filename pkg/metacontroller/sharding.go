@@ -17,6 +17,43 @@ type Counters struct {
 	// Syncs is the number of parent syncs this member ran (parents of
 	// other members are skipped before they count).
 	Syncs atomic.Int64
+	// parents counts the parents this member works now (set by Setup).
+	parents atomic.Pointer[func() int64]
+}
+
+// Parents returns how many parents of the running controllers this member
+// works now (all of them without a ring); 0 before Setup.
+func (c *Counters) Parents() int64 {
+	if c == nil {
+		return 0
+	}
+	if f := c.parents.Load(); f != nil {
+		return (*f)()
+	}
+	return 0
+}
+
+// ownedParents counts the parents of every running controller whose UID's
+// bucket this member holds.
+func (r *runner) ownedParents() int64 {
+	r.mu.Lock()
+	var runs []*running
+	for _, run := range r.running {
+		runs = append(runs, run)
+	}
+	r.mu.Unlock()
+	var n int64
+	for _, run := range runs {
+		if run.drainer == nil {
+			continue
+		}
+		for _, o := range run.drainer.allParents() {
+			if r.ring.Owns(string(o.GetUID())) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func (c *Counters) synced() {
