@@ -17,6 +17,7 @@ import (
 type joinStage struct {
 	path    string
 	sources []string
+	cond    expression.Expression // the join condition, kept for the static checks (see NamespaceLocal)
 	joins   []*dbsp.Join
 	max     int          // bound of each join's step output; 0: none
 	inputs  []*dbsp.ZSet // the left input of each join in the last step
@@ -41,7 +42,7 @@ func compileJoin(arg any, stagePath string, sources []string) (*joinStage, error
 	}
 	condPath := cond.Path()
 	eqs := equalities(cond, sources)
-	js := &joinStage{path: stagePath, sources: sources}
+	js := &joinStage{path: stagePath, sources: sources, cond: cond}
 	for k := 1; k < len(sources); k++ {
 		right := sources[k]
 		var lparts, rparts []keyPart

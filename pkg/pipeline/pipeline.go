@@ -47,6 +47,10 @@ type stage struct {
 	path  string
 	label string // path and stage name, e.g. spec.controllers[0].pipeline[1]["@project"]
 	op    dbsp.Operator
+	// name and arg are the stage name and its (normalized) argument spec,
+	// kept for the static checks (see NamespaceLocal).
+	name string
+	arg  any
 	// stateful stages (@gather, @groupBy, @distinct) integrate their input;
 	// a failed Process undoes their step.
 	stateful bool
@@ -159,7 +163,7 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 		if l, ok := op.(dbsp.Limited); ok && opts.MaxDeltaEntries > 0 {
 			l.SetMaxOutput(opts.MaxDeltaEntries)
 		}
-		st := stage{path: paths[i], label: expression.Field(paths[i], name), op: op}
+		st := stage{path: paths[i], label: expression.Field(paths[i], name), op: op, name: name, arg: arg}
 		switch name {
 		case opGather, opMux, opGroupBy, opDistinct:
 			st.stateful = true
