@@ -61,6 +61,11 @@ type loop struct {
 	// lastRenew: the start of the last successful renewal; lastTry: of
 	// the last attempt.
 	lastRenew, lastTry time.Time
+	// before[b]: the resourceVersion of bucket b's Lease this member last
+	// wrote over (acquiring or clearing), "" when it created it. The
+	// informer may still show that version for a moment: it is stale, not
+	// a takeover.
+	before [Buckets]string
 }
 
 func (r *Ring) run(ctx context.Context) error {
@@ -154,6 +159,9 @@ func (l *loop) step() error {
 	var holders [Buckets]string
 	for b, le := range buckets {
 		holders[b] = holderOf(le)
+		if l.owned.Has(b) {
+			holders[b] = r.opts.Identity
+		}
 	}
 	mine := AssignedTo(Rebalance(live, holders), r.opts.Identity)
 
@@ -161,7 +169,7 @@ func (l *loop) step() error {
 	// once, nothing to clear.
 	var fenced BucketSet
 	for _, b := range l.owned.List() {
-		if h := holderOf(buckets[b]); buckets[b] != nil && h != r.opts.Identity {
+		if le := buckets[b]; le != nil && holderOf(le) != r.opts.Identity && le.ResourceVersion != l.before[b] {
 			fenced |= 1 << uint(b)
 		}
 	}
@@ -176,7 +184,7 @@ func (l *loop) step() error {
 	// Leases that still name this member though it does not work the
 	// bucket (a clear that failed, an earlier run): clear them.
 	for b, le := range buckets {
-		if le != nil && holderOf(le) == r.opts.Identity && !l.owned.Has(b) && !mine.Has(b) {
+		if le != nil && holderOf(le) == r.opts.Identity && !l.owned.Has(b) && !mine.Has(b) && le.ResourceVersion != l.before[b] {
 			l.clearHolder(b, le)
 		}
 	}
@@ -309,6 +317,7 @@ func (l *loop) tryAcquire(b int, le *coordinationv1.Lease, now time.Time) bool {
 				RenewTime:      &t,
 			},
 		}
+		l.before[b] = ""
 		if _, err := leases.Create(ctx, le, metav1.CreateOptions{}); err != nil {
 			if !apierrors.IsAlreadyExists(err) {
 				r.log.Error(err, "creating a bucket lease", "bucket", b)
@@ -337,6 +346,7 @@ func (l *loop) tryAcquire(b int, le *coordinationv1.Lease, now time.Time) bool {
 		}
 		return false
 	}
+	l.before[b] = le.ResourceVersion
 	return true
 }
 
@@ -418,6 +428,7 @@ func (l *loop) clearHolder(b int, le *coordinationv1.Lease) {
 		next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
 		_, err := leases.Update(ctx, next, metav1.UpdateOptions{})
 		if err == nil {
+			l.before[b] = le.ResourceVersion
 			return
 		}
 		if !apierrors.IsConflict(err) {
