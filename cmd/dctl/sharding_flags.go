@@ -120,7 +120,7 @@ func shardStats(rt *operator.Runtime, mc *metacontroller.Counters) func() map[st
 // operator are at the member holding the namespace's bucket.
 func viewRoute(ring *sharding.Ring, r client.Reader) func(op, namespace string) apiserver.Route {
 	return func(op, namespace string) apiserver.Route {
-		key := op
+		b := sharding.NameBucket(op)
 		o := &opv1a1.Operator{}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -128,12 +128,11 @@ func viewRoute(ring *sharding.Ring, r client.Reader) func(op, namespace string) 
 			if namespace == "" {
 				return apiserver.Route{Split: true}
 			}
-			key = namespace
+			b = sharding.Bucket(namespace)
 		}
-		if ring.Owns(key) {
+		if ring.OwnsBucket(b) {
 			return apiserver.Route{Local: true}
 		}
-		b := sharding.Bucket(key)
 		for _, m := range ring.Members() {
 			if m.Live && m.Held.Has(b) {
 				return apiserver.Route{Member: m.Identity, Address: m.Address}

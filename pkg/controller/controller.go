@@ -1052,10 +1052,4 @@ func mergeStrings(base, over map[string]string) map[string]string {
 // NamespaceLocal reports whether the controller's pipeline never combines
 // objects of two namespaces (pipeline.Pipeline.NamespaceLocal), as a
 // namespace-sharded operator needs; the error names the stage.
-func (c *Controller) NamespaceLocal() error {
-	nl, ok := any(c.pipe).(interface{ NamespaceLocal() error })
-	if !ok {
-		return errors.New("the pipeline cannot be checked for namespace-locality")
-	}
-	return nl.NamespaceLocal()
-}
+func (c *Controller) NamespaceLocal() error { return c.pipe.NamespaceLocal() }

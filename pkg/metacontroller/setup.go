@@ -299,7 +299,7 @@ func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) 
 	}
 	ct := compositeTarget(key, cc)
 	ct.start = start
-	release, owner := r.ring.Acquire(controllerKey(key))
+	release, owner := r.ring.AcquireBucket(sharding.NameBucket(controllerKey(key)))
 	defer release()
 	if !owner {
 		return r.reconcileNotOwned(ct), nil
@@ -361,7 +361,7 @@ func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) 
 	}
 	dt := decoratorTarget(key, dc)
 	dt.start = start
-	release, owner := r.ring.Acquire(controllerKey(key))
+	release, owner := r.ring.AcquireBucket(sharding.NameBucket(controllerKey(key)))
 	defer release()
 	if !owner {
 		return r.reconcileNotOwned(dt), nil

@@ -83,6 +83,11 @@ func (k kubeClient) Delete(ctx context.Context, gvk schema.GroupVersionKind, key
 type routerClient struct {
 	views controller.StoreClient
 	kube  controller.Client
+	// sharded, when set, returns the server-side sharded informer of a
+	// kind the controller also watches as a source (namespace-sharded
+	// operators): reads of that kind are served from it, so that no
+	// informer over every namespace is started for it.
+	sharded func(gvk schema.GroupVersionKind) *shardedSource
 }
 
 func (r routerClient) pick(gvk schema.GroupVersionKind) controller.Client {
@@ -93,11 +98,24 @@ func (r routerClient) pick(gvk schema.GroupVersionKind) controller.Client {
 }
 
 func (r routerClient) Get(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
+	if s := r.shardedOf(gvk); s != nil {
+		return s.get(gvk, key)
+	}
 	return r.pick(gvk).Get(ctx, gvk, key)
 }
 
 func (r routerClient) List(ctx context.Context, gvk schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
+	if s := r.shardedOf(gvk); s != nil {
+		return s.list(), nil
+	}
 	return r.pick(gvk).List(ctx, gvk)
+}
+
+func (r routerClient) shardedOf(gvk schema.GroupVersionKind) *shardedSource {
+	if r.sharded == nil {
+		return nil
+	}
+	return r.sharded(gvk)
 }
 
 func (r routerClient) Create(ctx context.Context, obj *unstructured.Unstructured) error {

@@ -74,7 +74,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	// The member holding the bucket of the name runs the operator and
 	// writes its status; a namespace-sharded one runs on every member.
-	release, ours := r.Ring.Acquire(req.Name)
+	release, ours := r.Ring.AcquireBucket(sharding.NameBucket(req.Name))
 	defer release()
 	op := &opv1a1.Operator{}
 	if err := r.Client.Get(ctx, req.NamespacedName, op); err != nil {
@@ -209,7 +209,7 @@ func (r *Reconciler) onReshard(acquired, released sharding.BucketSet) {
 			// over the new set (the stop fences the released namespaces).
 			r.Runtime.Delete(name)
 			restart = append(restart, name)
-		case released.Has(sharding.Bucket(name)):
+		case released.Has(sharding.NameBucket(name)):
 			r.stop(&opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: name}}, "operator handed over to another member of the ring: controllers stopped, views dropped here")
 		}
 	}
@@ -226,7 +226,7 @@ func (r *Reconciler) onReshard(acquired, released sharding.BucketSet) {
 		return
 	}
 	for i := range ops.Items {
-		if acquired.Has(sharding.Bucket(ops.Items[i].Name)) {
+		if acquired.Has(sharding.NameBucket(ops.Items[i].Name)) {
 			op := ops.Items[i]
 			// The handler must not block the ring on the work queue.
 			go func() { r.kicks <- event.GenericEvent{Object: &op} }()

@@ -371,7 +371,14 @@ func (e *discoveryError) Unwrap() error { return e.err }
 // returns the Ready condition's reason: InvalidSpec (permanent), Forbidden,
 // KindNotFound or StartFailed (retried).
 func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i int, spec opv1a1.Controller, log logr.Logger) (string, error) {
-	client := routerClient{views: controller.StoreClient{Store: r.views}, kube: r.kube}
+	var rc *runningController
+	client := routerClient{views: controller.StoreClient{Store: r.views}, kube: r.kube,
+		sharded: func(gvk schema.GroupVersionKind) *shardedSource {
+			if rc == nil {
+				return nil
+			}
+			return rc.sharded[gvk]
+		}}
 	c, err := controller.New(spec, controller.Options{
 		Operator: opName, Index: i, Client: client,
 		ResolveVersion:  r.resolveVersion,
@@ -407,7 +414,7 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 			return ReasonInvalidSpec, err
 		}
 	}
-	rc := &runningController{c: c, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[itemKey]())}
+	rc = &runningController{c: c, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[itemKey]())}
 	if err := r.startController(ctx, run, rc); err != nil {
 		log.Error(err, "controller failed to start; retrying")
 		for _, f := range rc.stop {
@@ -471,7 +478,7 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 				rc.sharded = map[schema.GroupVersionKind]*shardedSource{}
 			}
 			rc.sharded[s.GVK] = sharded
-			inf = sharded.inf
+			inf = sharded.events()
 		} else {
 			// GetInformer blocks until the informer has synced; bound the
 			// wait so that a watch that cannot start is reported instead of
@@ -515,8 +522,8 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 		}
 		rc.stop = append(rc.stop, func() { _ = inf.RemoveEventHandler(reg) })
 		if sharded != nil {
-			for _, o := range sharded.inf.GetStore().List() {
-				if u, ok := o.(*unstructured.Unstructured); ok && run.inScope(u) {
+			for _, u := range sharded.list() {
+				if run.inScope(u) {
 					initial = append(initial, controller.Change{New: u})
 				}
 			}

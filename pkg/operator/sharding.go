@@ -60,8 +60,53 @@ func (r *Runtime) namespaced(gvk schema.GroupVersionKind) error {
 // long as the operator (it is restarted with the operator at each
 // handover, with the new bucket set).
 type shardedSource struct {
+	// inf is nil when the member holds no bucket: the source is empty.
 	inf toolscache.SharedIndexInformer
 }
+
+// events is what the controller registers its handlers with.
+func (s *shardedSource) events() eventSource {
+	if s.inf == nil {
+		return noEvents{}
+	}
+	return s.inf
+}
+
+// list returns the informer's objects (not copies).
+func (s *shardedSource) list() []*unstructured.Unstructured {
+	if s.inf == nil {
+		return nil
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range s.inf.GetStore().List() {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// noEvents is the event source of a member without namespaces: nothing
+// ever happens.
+type noEvents struct{}
+
+func (noEvents) AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return noRegistration{}, nil
+}
+func (noEvents) RemoveEventHandler(toolscache.ResourceEventHandlerRegistration) error { return nil }
+
+type noRegistration struct{}
+
+func (noRegistration) HasSynced() bool                          { return true }
+func (noRegistration) HasSyncedChecker() toolscache.DoneChecker { return synced{} }
+
+// synced is a DoneChecker that is done from the start.
+type synced struct{}
+
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (synced) Name() string          { return "no namespaces held" }
+func (synced) Done() <-chan struct{} { return closedCh }
 
 // serverSharding reports whether the API server applies a shardSelector to
 // lists of gvr: a list with a selector over the whole hash space answers
@@ -91,17 +136,18 @@ func (r *Runtime) serverSharding(ctx context.Context, gvr schema.GroupVersionRes
 
 // startShardedSource starts an informer of gvk (in namespace, "" for all)
 // that the API server restricts to the namespaces of the buckets this
-// member holds, or returns nil when it cannot: no dynamic client, the
-// server does not filter (serverSharding), or no bucket is held (an empty
-// selector would select everything; the operator then has no namespace to
-// run over, and the caller's scope filter drops every object).
+// member holds, or returns nil when it cannot (no dynamic client, or the
+// server does not filter: serverSharding); the caller then watches through
+// the shared cache and filters on the client. A member that holds no
+// bucket gets an empty source (an empty selector would select
+// everything): the operator restarts when buckets come.
 func (r *Runtime) startShardedSource(ctx context.Context, gvk schema.GroupVersionKind, namespace string) (*shardedSource, error) {
 	if r.opts.Dynamic == nil || r.opts.RESTMapper == nil || r.opts.Ring == nil {
 		return nil, nil
 	}
 	held := r.opts.Ring.Held()
 	if held == 0 {
-		return nil, nil
+		return &shardedSource{}, nil
 	}
 	m, err := r.opts.RESTMapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
@@ -135,6 +181,9 @@ func (s *shardedSource) get(gvk schema.GroupVersionKind, key object.Key) (*unstr
 	k := key.Name
 	if key.Namespace != "" {
 		k = key.Namespace + "/" + key.Name
+	}
+	if s.inf == nil {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, key.Name)
 	}
 	o, ok, err := s.inf.GetStore().GetByKey(k)
 	if err != nil {

@@ -147,11 +147,18 @@ func (r *Runtime) watchTarget(ctx context.Context, run *running, rc *runningCont
 		})
 		rc.stop = append(rc.stop, cancel)
 	} else {
-		ictx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
-		inf, err := r.opts.Cache.GetInformer(ictx, newObj(gvk))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%s.target: watching %s: %w", controllerPath(c.Name(), run), gvk, err)
+		var inf eventSource
+		if s := rc.sharded[gvk]; s != nil {
+			// The target is also a source, watched sharded.
+			inf = s.events()
+		} else {
+			ictx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
+			ci, err := r.opts.Cache.GetInformer(ictx, newObj(gvk))
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s.target: watching %s: %w", controllerPath(c.Name(), run), gvk, err)
+			}
+			inf = ci
 		}
 		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) {

@@ -229,9 +229,28 @@ func (r *Ring) OnChange(h Handler) {
 	r.handlers = append(r.handlers, h)
 }
 
-// Bucket returns the bucket of key: the top bits of its 64-bit FNV-1a hash.
+// Bucket returns the bucket of key: the top bits of its 64-bit FNV-1a hash,
+// as KEP-5866's shard selectors place it. Use it for the keys an API server
+// may filter on (object.metadata.uid, object.metadata.namespace). Note
+// that FNV-1a leaves the top bits of short keys that differ only in their
+// last two or three characters equal ("ns1" ... "ns6" share a bucket), so
+// such keys cannot be split by hash range; random UIDs spread evenly.
 func Bucket(key string) int {
 	return int(hash64(key) >> bucketShift)
+}
+
+// NameBucket returns the bucket of a name that no API server filters on
+// (an Operator's name, a controller object's key): its FNV-1a hash mixed
+// by the 64-bit finalizer of MurmurHash3 (fmix64) before taking the top
+// bits, so that names such as "op-1" ... "op-30" spread over the buckets.
+func NameBucket(key string) int {
+	h := hash64(key)
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return int(h >> bucketShift)
 }
 
 // Range returns bucket b's hash range [start, end) as KEP-5866 hex strings
@@ -263,24 +282,30 @@ func Selector(s BucketSet, field string) string {
 	return strings.Join(parts, " || ")
 }
 
-// Owns reports whether this member works key's bucket now (true for a nil
-// Ring). It does not wait.
-func (r *Ring) Owns(key string) bool {
+// Owns reports whether this member works key's bucket (Bucket) now (true
+// for a nil Ring). It does not wait.
+func (r *Ring) Owns(key string) bool { return r.OwnsBucket(Bucket(key)) }
+
+// OwnsBucket reports whether this member works bucket b now (true for a
+// nil Ring). It does not wait.
+func (r *Ring) OwnsBucket(b int) bool {
 	if r == nil {
 		return true
 	}
-	return BucketSet(r.held.Load()).Has(Bucket(key))
+	return BucketSet(r.held.Load()).Has(b)
 }
 
 // Acquire is Owns with a guard: when key's bucket is worked here it returns
 // a release function and true, and the bucket is not released (handlers not
 // called, holder not cleared) until every such function was called. Hold it
 // across the writes of one reconcile. A nil Ring returns a no-op and true.
-func (r *Ring) Acquire(key string) (release func(), ok bool) {
+func (r *Ring) Acquire(key string) (release func(), ok bool) { return r.AcquireBucket(Bucket(key)) }
+
+// AcquireBucket is Acquire of bucket b (e.g. NameBucket of a name).
+func (r *Ring) AcquireBucket(b int) (release func(), ok bool) {
 	if r == nil {
 		return func() {}, true
 	}
-	b := Bucket(key)
 	r.guardMu.Lock()
 	if !BucketSet(r.held.Load()).Has(b) {
 		r.guardMu.Unlock()
