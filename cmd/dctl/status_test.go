@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -25,7 +26,7 @@ func TestPrintStatus(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "c-new"}},
 	}
 	var b bytes.Buffer
-	if err := printStatus(&b, ops, false); err != nil {
+	if err := printStatus(&b, ops, nil, time.Time{}, false); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
@@ -48,7 +49,7 @@ func TestPrintStatus(t *testing.T) {
 		t.Error("colour without a terminal")
 	}
 	b.Reset()
-	_ = printStatus(&b, ops, true)
+	_ = printStatus(&b, ops, nil, time.Time{}, true)
 	if !strings.Contains(b.String(), "\x1b[32mTrue\x1b[0m") || !strings.Contains(b.String(), "\x1b[31mFalse\x1b[0m") {
 		t.Errorf("no colour with colour on:\n%q", b.String())
 	}
