@@ -152,14 +152,14 @@ func bucketOfLease(ring, name string) (int, bool) {
 
 // operatorMember returns the MEMBER cell of op: "by namespace" for
 // spec.sharding Namespace; otherwise the holder of the bucket of op's name
-// (sharding.Bucket), "-" when that bucket is free. With several rings
+// (sharding.NameBucket), "-" when that bucket is free. With several rings
 // each holder is prefixed by its ring, "namespace/ring=holder", joined by
 // ",".
 func operatorMember(op *opv1a1.Operator, rings []ringStatus) string {
 	if op.Spec.Sharding == opv1a1.ShardByNamespace {
 		return "by namespace"
 	}
-	b := sharding.Bucket(op.Name)
+	b := sharding.NameBucket(op.Name)
 	var cells []string
 	for i := range rings {
 		h := rings[i].Holders[b]

@@ -63,11 +63,11 @@ func TestPrintStatusRings(t *testing.T) {
 		Conditions: []metav1.Condition{{Type: "Ready", Status: "True", Reason: "Ready"}},
 		Counters:   opv1a1.Counters{Deltas: 5, Writes: 2},
 	}}
-	// Buckets of the operator names: a-op 24, b-op 36, c-new 4.
+	// Name buckets (sharding.NameBucket) of the operators: a-op-56 24, b-op-0 40, c-new-3 35.
 	ops := []opv1a1.Operator{
-		{ObjectMeta: metav1.ObjectMeta{Name: "a-op"}, Status: opv1a1.OperatorStatus{Controllers: ready}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "b-op"}, Status: opv1a1.OperatorStatus{Controllers: ready}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "c-new"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "a-op-56"}, Status: opv1a1.OperatorStatus{Controllers: ready}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b-op-0"}, Status: opv1a1.OperatorStatus{Controllers: ready}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "c-new-3"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "ns-op"}, Spec: opv1a1.OperatorSpec{Sharding: opv1a1.ShardByNamespace},
 			Status: opv1a1.OperatorStatus{Controllers: ready}},
 	}
@@ -105,9 +105,9 @@ func TestPrintStatusRings(t *testing.T) {
 		name: "no ring",
 		want: `
 OPERATOR  CONTROLLER  READY    REASON  DELTAS  WRITES  WRITE-ERRORS  LAST ERROR
-a-op      c           True     Ready   5       2       0             -
-b-op      c           True     Ready   5       2       0             -
-c-new     -           Unknown  -       -       -       -             -
+a-op-56   c           True     Ready   5       2       0             -
+b-op-0    c           True     Ready   5       2       0             -
+c-new-3   -           Unknown  -       -       -       -             -
 ns-op     c           True     Ready   5       2       0             -
 `,
 	}, {
@@ -115,9 +115,9 @@ ns-op     c           True     Ready   5       2       0             -
 		leases: one,
 		want: `
 OPERATOR  CONTROLLER  READY    REASON  DELTAS  WRITES  WRITE-ERRORS  MEMBER        LAST ERROR
-a-op      c           True     Ready   5       2       0             -             -
-b-op      c           True     Ready   5       2       0             a             -
-c-new     -           Unknown  -       -       -       -             a             -
+a-op-56   c           True     Ready   5       2       0             -             -
+b-op-0    c           True     Ready   5       2       0             a             -
+c-new-3   -           Unknown  -       -       -       -             a             -
 ns-op     c           True     Ready   5       2       0             by namespace  -
 
 RING                            MEMBER  LIVE                  BUCKETS                 OPERATORS  SYNCS  WATCH EVENTS  ADDRESS
@@ -131,9 +131,9 @@ unassigned: 3 (24,61-62)
 		leases: two,
 		want: `
 OPERATOR  CONTROLLER  READY    REASON  DELTAS  WRITES  WRITE-ERRORS  MEMBER                                            LAST ERROR
-a-op      c           True     Ready   5       2       0             dcontroller-system/dcontroller=-,other/blue=solo  -
-b-op      c           True     Ready   5       2       0             dcontroller-system/dcontroller=a,other/blue=solo  -
-c-new     -           Unknown  -       -       -       -             dcontroller-system/dcontroller=a,other/blue=solo  -
+a-op-56   c           True     Ready   5       2       0             dcontroller-system/dcontroller=-,other/blue=solo  -
+b-op-0    c           True     Ready   5       2       0             dcontroller-system/dcontroller=a,other/blue=solo  -
+c-new-3   -           Unknown  -       -       -       -             dcontroller-system/dcontroller=a,other/blue=solo  -
 ns-op     c           True     Ready   5       2       0             by namespace                                      -
 
 RING                            MEMBER  LIVE                  BUCKETS                 OPERATORS  SYNCS  WATCH EVENTS  ADDRESS
