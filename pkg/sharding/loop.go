@@ -204,7 +204,9 @@ func (l *loop) step() error {
 		r.metrics.acquired.Add(float64(acquired.Count()))
 		r.log.Info("acquired buckets", "buckets", acquired.String(), "held", l.owned.Count())
 		l.event("BucketsAcquired", "Acquire", "acquired buckets %s", acquired)
-		r.callHandlers(acquired, 0)
+		if err := l.callRenewing(acquired, 0); err != nil {
+			return err
+		}
 	}
 	l.collect(now)
 	return nil
@@ -363,7 +365,9 @@ func (l *loop) release(set, fenced BucketSet) error {
 	if err := l.waitGuards(set); err != nil {
 		return err
 	}
-	r.callHandlers(0, set)
+	if err := l.callRenewing(0, set); err != nil {
+		return err
+	}
 	l.owned &^= set
 	r.metrics.released.Add(float64(set.Count()))
 	r.log.Info("released buckets", "buckets", set.String(), "held", l.owned.Count())
@@ -397,6 +401,39 @@ func (l *loop) waitGuards(set BucketSet) error {
 		}
 	}
 	return nil
+}
+
+// callRenewing calls the handlers and keeps renewing the member Lease
+// while they run (stopping an Operator's controllers may take a while): a
+// slow handler must not cost the member its Lease. When the Lease could not
+// be renewed in time, it waits for the handlers to return and gives up
+// (lost).
+func (l *loop) callRenewing(acquired, released BucketSet) error {
+	r := l.r
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.callHandlers(acquired, released)
+	}()
+	ticker := time.NewTicker(r.opts.RetryPeriod / 4)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-ticker.C:
+			if time.Since(l.lastTry) >= r.opts.RetryPeriod {
+				l.renew()
+			}
+			if time.Since(l.lastRenew) > r.opts.RenewDeadline {
+				<-done
+				if released != 0 {
+					l.owned &^= released
+				}
+				return l.lost()
+			}
+		}
+	}
 }
 
 // guarded reports whether a guard of a bucket of set is out.

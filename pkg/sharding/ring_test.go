@@ -75,6 +75,9 @@ type cluster struct {
 
 	stopSampler context.CancelFunc
 	samplerDone chan struct{}
+	// releaseDelay makes every member's handler take this long to release
+	// (an Operator whose controllers take time to stop).
+	releaseDelay time.Duration
 }
 
 type member struct {
@@ -163,6 +166,9 @@ func (c *cluster) start(id string) *member {
 	}
 	m := &member{ring: r, done: make(chan error, 1), down: down, recorder: rec}
 	r.OnChange(func(acquired, released BucketSet) {
+		if released != 0 {
+			time.Sleep(c.releaseDelay)
+		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		now := time.Now()
@@ -412,5 +418,25 @@ func TestRingGuard(t *testing.T) {
 	want := []string{"Normal BucketsAcquired acquired buckets 0-63", "Normal BucketsReleased released buckets " + AssignedTo(a2, "b").String()}
 	if fmt.Sprint(reasons) != fmt.Sprint(want) {
 		t.Errorf("events of a: %q, want %q", reasons, want)
+	}
+}
+
+// TestRingSlowHandler: a handler that takes longer than the renew deadline
+// to stop its work does not cost the member its Lease: the ring renews
+// while handlers run.
+func TestRingSlowHandler(t *testing.T) {
+	c := newCluster(t)
+	c.releaseDelay = 2 * testRenew
+	a := c.start("a")
+	c.converged(10 * time.Second)
+	c.start("b")
+	c.converged(4*testRenew + 10*time.Second)
+	select {
+	case err := <-a.done:
+		t.Fatalf("a stopped while its handler released buckets: %v", err)
+	default:
+	}
+	if n := a.ring.Held().Count(); n != Buckets/2 {
+		t.Errorf("a holds %d buckets, want %d", n, Buckets/2)
 	}
 }
