@@ -66,7 +66,19 @@ type loop struct {
 	// informer may still show that version for a moment: it is stale, not
 	// a takeover.
 	before [Buckets]string
+	// started: the member Lease was renewed at least once by this process.
+	started bool
+	// taken: another process renews our member Lease now.
+	taken bool
+	// busyRV and busySince: the member Lease of another process with our
+	// identity, and when we first saw that version (liveness on our clock).
+	busyRV    string
+	busySince time.Time
 }
+
+// errIdentityTaken reports that another process renews this member's
+// Lease.
+var errIdentityTaken = errors.New("another process renews the member lease of this identity")
 
 func (r *Ring) run(ctx context.Context) error {
 	o := r.opts
@@ -139,6 +151,11 @@ func (l *loop) step() error {
 	now := time.Now()
 	if l.lease == nil || now.Sub(l.lastTry) >= r.opts.RetryPeriod {
 		l.renew()
+	}
+	if l.taken {
+		lerr := l.lost()
+		return fmt.Errorf("sharding: ring %q member %q: %w (two replicas with the same --sharding-identity?); stopped all work: %v",
+			r.opts.Ring, r.opts.Identity, errIdentityTaken, lerr)
 	}
 	if time.Since(l.lastRenew) > r.opts.RenewDeadline {
 		return l.lost()
@@ -236,6 +253,25 @@ func (l *loop) renew() {
 			l.renewFailed(err)
 			return
 		}
+		if inc := cur.Annotations[AnnotationIncarnation]; inc != "" && inc != r.incarnation {
+			if cur.ResourceVersion != l.busyRV {
+				l.busyRV, l.busySince = cur.ResourceVersion, start
+			}
+			if start.Sub(l.busySince) < r.opts.LeaseDuration {
+				if l.started {
+					l.taken = true
+					return
+				}
+				// Joining: wait for the other process's Lease to expire
+				// without counting it as a failed renewal.
+				l.lastRenew = start
+				if l.busySince == start {
+					r.log.Info("another process renews this identity's member Lease; waiting until it stops renewing it for the lease duration",
+						"lease", r.memberName, "leaseDuration", r.opts.LeaseDuration.String())
+				}
+				return
+			}
+		}
 		l.lease = cur
 	}
 	updated, err := leases.Update(ctx, l.memberLease(l.lease, start), metav1.UpdateOptions{})
@@ -250,6 +286,7 @@ func (l *loop) renew() {
 }
 
 func (l *loop) renewed(le *coordinationv1.Lease, start time.Time) {
+	l.started = true
 	l.lease = le
 	l.lastRenew = start
 	l.r.lastRenew.Store(start.UnixNano())
@@ -276,6 +313,7 @@ func (l *loop) memberLease(cur *coordinationv1.Lease, now time.Time) *coordinati
 	if le.Annotations == nil {
 		le.Annotations = map[string]string{}
 	}
+	le.Annotations[AnnotationIncarnation] = r.incarnation
 	if r.opts.Address != "" {
 		le.Annotations[AnnotationAddress] = r.opts.Address
 	} else {
@@ -518,10 +556,19 @@ func (l *loop) shutdown() error {
 			return err
 		}
 	}
+	if l.lease == nil || l.taken {
+		// Not ours (never renewed, or another process with our identity
+		// renews it): leave it.
+		r.log.Info("left the ring")
+		return nil
+	}
 	ctx, cancel := l.apiContext()
 	defer cancel()
-	err := r.opts.Client.CoordinationV1().Leases(r.opts.Namespace).Delete(ctx, r.memberName, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	// Only the version this process wrote: not a Lease another process
+	// took over since.
+	err := r.opts.Client.CoordinationV1().Leases(r.opts.Namespace).Delete(ctx, r.memberName,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.lease.ResourceVersion}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		r.log.Error(err, "deleting the member lease")
 	}
 	r.log.Info("left the ring")

@@ -34,6 +34,11 @@ const (
 	// AnnotationStats on a member Lease is the JSON of the member's
 	// Options.Stats, refreshed at each renewal.
 	AnnotationStats = "sharding.dcontroller.io/stats"
+	// AnnotationIncarnation on a member Lease is a random token of the
+	// process that renews it: a second process started with the same
+	// identity waits until the first one's Lease expired instead of sharing
+	// its buckets, and a process whose Lease another one took over stops.
+	AnnotationIncarnation = "sharding.dcontroller.io/incarnation"
 )
 
 // Defaults of Options, those of client-go's leader election.
@@ -154,6 +159,9 @@ type Ring struct {
 	log        logr.Logger
 	memberName string
 	metrics    ringMetrics
+	// incarnation identifies this process among those that may use the
+	// same identity (AnnotationIncarnation).
+	incarnation string
 
 	// held is the BucketSet worked now (owned and not draining); read
 	// without locks by Owns and Held.
@@ -189,8 +197,9 @@ func New(opts Options) (*Ring, error) {
 	r := &Ring{
 		opts:       o,
 		log:        o.Logger.WithValues("ring", o.Ring, "identity", o.Identity),
-		memberName: memberLeaseName(o.Ring, o.Identity),
-		metrics:    metricsFor(o.Ring),
+		memberName:  memberLeaseName(o.Ring, o.Identity),
+		incarnation: randSuffix(16),
+		metrics:     metricsFor(o.Ring),
 		guardFree:  make(chan struct{}, 1),
 		obs:        map[string]*observation{},
 	}

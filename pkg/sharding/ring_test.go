@@ -142,7 +142,11 @@ func (c *cluster) running() map[string]*member {
 }
 
 // start runs member id.
-func (c *cluster) start(id string) *member {
+func (c *cluster) start(id string) *member { return c.startAs(id, id) }
+
+// startAs starts a member known to the test as id whose ring identity is
+// identity.
+func (c *cluster) startAs(id, identity string) *member {
 	c.t.Helper()
 	down := &atomic.Bool{}
 	cfg := rest.CopyConfig(restConfig)
@@ -156,7 +160,7 @@ func (c *cluster) start(id string) *member {
 	}
 	rec := events.NewFakeRecorder(1000)
 	r, err := New(Options{
-		Client: kubernetes.NewForConfigOrDie(cfg), Namespace: c.ns, Ring: "test", Identity: id,
+		Client: kubernetes.NewForConfigOrDie(cfg), Namespace: c.ns, Ring: "test", Identity: identity,
 		Address: id + ".example:8443", Stats: func() map[string]int64 { return map[string]int64{"objects": 7} },
 		Recorder:      rec,
 		LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
@@ -438,5 +442,34 @@ func TestRingSlowHandler(t *testing.T) {
 	}
 	if n := a.ring.Held().Count(); n != Buckets/2 {
 		t.Errorf("a holds %d buckets, want %d", n, Buckets/2)
+	}
+}
+
+// TestRingDuplicateIdentity: a second process started with the identity of
+// a live member works nothing while that member renews its Lease, and
+// takes over once it left.
+func TestRingDuplicateIdentity(t *testing.T) {
+	c := newCluster(t)
+	c.start("a")
+	c.converged(10 * time.Second)
+	dup := c.startAs("a-again", "a")
+	deadline := time.Now().Add(2 * testLease)
+	for time.Now().Before(deadline) {
+		if n := dup.ring.Held().Count(); n != 0 {
+			t.Fatalf("the second process with identity a works %d buckets while the first one lives", n)
+		}
+		select {
+		case err := <-dup.done:
+			t.Fatalf("the second process stopped: %v", err)
+		default:
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := c.stop("a"); err != nil {
+		t.Fatalf("a: %v", err)
+	}
+	c.converged(3 * testLease)
+	if n := dup.ring.Held().Count(); n != Buckets {
+		t.Errorf("after a left, the second process works %d buckets, want %d", n, Buckets)
 	}
 }
