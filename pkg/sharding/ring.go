@@ -195,13 +195,13 @@ func New(opts Options) (*Ring, error) {
 		return nil, err
 	}
 	r := &Ring{
-		opts:       o,
-		log:        o.Logger.WithValues("ring", o.Ring, "identity", o.Identity),
+		opts:        o,
+		log:         o.Logger.WithValues("ring", o.Ring, "identity", o.Identity),
 		memberName:  memberLeaseName(o.Ring, o.Identity),
 		incarnation: randSuffix(16),
 		metrics:     metricsFor(o.Ring),
-		guardFree:  make(chan struct{}, 1),
-		obs:        map[string]*observation{},
+		guardFree:   make(chan struct{}, 1),
+		obs:         map[string]*observation{},
 	}
 	return r, nil
 }
