@@ -6,11 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,7 +62,7 @@ type shardCluster struct {
 // startShardCluster starts the control plane, with featureGates (e.g.
 // "ShardedListAndWatch=true"; empty: the defaults) on the kube-apiserver,
 // and stops it when the test ends.
-func startShardCluster(t *testing.T, featureGates string) *shardCluster {
+func startShardCluster(t testing.TB, featureGates string) *shardCluster {
 	t.Helper()
 	dir := t.TempDir()
 	sc := &shardCluster{kubeconfig: filepath.Join(dir, "kubeconfig"), auditLog: filepath.Join(dir, "audit.log")}
@@ -102,7 +105,7 @@ func startShardCluster(t *testing.T, featureGates string) *shardCluster {
 }
 
 // kubectl runs kubectl against the cluster, failing the test on an error.
-func (sc *shardCluster) kubectl(t *testing.T, stdin string, args ...string) string {
+func (sc *shardCluster) kubectl(t testing.TB, stdin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(kubectlBin, append([]string{"--kubeconfig", sc.kubeconfig}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -115,7 +118,7 @@ func (sc *shardCluster) kubectl(t *testing.T, stdin string, args ...string) stri
 
 // featureEnabled reads the kube-apiserver's kubernetes_feature_enabled
 // metric for gate: 1 when on.
-func (sc *shardCluster) featureEnabled(t *testing.T, gate string) bool {
+func (sc *shardCluster) featureEnabled(t testing.TB, gate string) bool {
 	t.Helper()
 	body, err := sc.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
@@ -135,18 +138,21 @@ func (sc *shardCluster) featureEnabled(t *testing.T, gate string) bool {
 type shardReplica struct {
 	id      string
 	logPath string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	err     error
-	killed  bool
+	// metricsAddr is the host:port of its Prometheus endpoint.
+	metricsAddr string
+	cmd         *exec.Cmd
+	exited      chan struct{}
+	err         error
+	killed      bool
 }
 
 // startReplica runs `dctl start --sharding` as ring member id against the
-// cluster, with the given Lease timings, its output in a file of dir. The
-// process gets SIGTERM (SIGKILL after 20s) when the test ends.
-func startReplica(t *testing.T, sc *shardCluster, dir, id string, lease, renew, retry time.Duration) *shardReplica {
+// cluster, with the given Lease timings, its output in a file of dir and
+// its metrics on a free loopback port. The process gets SIGTERM (SIGKILL
+// after 20s) when the test ends.
+func startReplica(t testing.TB, sc *shardCluster, dir, id string, lease, renew, retry time.Duration) *shardReplica {
 	t.Helper()
-	r := &shardReplica{id: id, logPath: filepath.Join(dir, id+".log"), exited: make(chan struct{})}
+	r := &shardReplica{id: id, logPath: filepath.Join(dir, id+".log"), exited: make(chan struct{}), metricsAddr: shardFreeAddr(t)}
 	f, err := os.Create(r.logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +161,7 @@ func startReplica(t *testing.T, sc *shardCluster, dir, id string, lease, renew, 
 		"--sharding", "--sharding-namespace", shardNamespace, "--sharding-identity", id,
 		"--sharding-lease-duration", lease.String(), "--sharding-renew-deadline", renew.String(),
 		"--sharding-retry-period", retry.String(),
-		"--metrics-addr", "0", "--health-addr", "0", "--api-server-addr", "127.0.0.1:0")
+		"--metrics-addr", r.metricsAddr, "--health-addr", "0", "--api-server-addr", "127.0.0.1:0")
 	r.cmd.Stdout, r.cmd.Stderr = f, f
 	if err := r.cmd.Start(); err != nil {
 		f.Close()
@@ -180,13 +186,88 @@ func startReplica(t *testing.T, sc *shardCluster, dir, id string, lease, renew, 
 
 // kill ends the process with SIGKILL (no release of its Leases) and waits
 // for it.
-func (r *shardReplica) kill(t *testing.T) {
+func (r *shardReplica) kill(t testing.TB) {
 	t.Helper()
 	r.killed = true
 	if err := r.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-r.exited
+}
+
+// shardFreeAddr returns a loopback host:port that was free a moment ago.
+func shardFreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// watchEvents reads dcontroller_watch_events_total from the replica's
+// metrics endpoint: objects its informers received, by kind.
+func (r *shardReplica) watchEvents() (map[string]float64, error) {
+	resp, err := http.Get("http://" + r.metricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics of %s: %s", r.id, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<16), 1<<22)
+	for sc.Scan() {
+		m := watchEventsLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics of %s: %q: %w", r.id, sc.Text(), err)
+		}
+		out[m[1]] = v
+	}
+	return out, sc.Err()
+}
+
+var watchEventsLine = regexp.MustCompile(`^dcontroller_watch_events_total\{kind="([^"]*)"\} (\S+)$`)
+
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat: 100
+// on every Linux architecture Go supports (the kernel's ABI since 2.6).
+const clockTicks = 100
+
+// cpuTime returns the CPU time (user + system) the replica's process has
+// used so far, from fields 14 and 15 of /proc/<pid>/stat (proc(5)), with a
+// resolution of 1/clockTicks seconds.
+func (r *shardReplica) cpuTime() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// the fields after it start at the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", r.cmd.Process.Pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state): utime is field 14, stime field 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", r.cmd.Process.Pid, len(f)+2)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", r.cmd.Process.Pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
 // alive returns "" while the process runs, else how it ended.
@@ -342,7 +423,7 @@ type auditSummary struct {
 // and summarizes the writes of the ring members to the resources in
 // counted (e.g. "configmaps", "shardparents.e2e.dcontroller.io"); Leases,
 // Events and other resources are left out.
-func readAudit(t *testing.T, file string, counted []string) auditSummary {
+func readAudit(t testing.TB, file string, counted []string) auditSummary {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -410,7 +491,7 @@ func readAudit(t *testing.T, file string, counted []string) auditSummary {
 // evalTargets runs `dctl eval -f opFile -i <inputs>` on the given input
 // objects (JSON, one per element) and returns the objects of the output
 // whose dcontroller.io/owner annotation is owner.
-func evalTargets(t *testing.T, dir, opFile string, inputs [][]byte, owner string) []map[string]any {
+func evalTargets(t testing.TB, dir, opFile string, inputs [][]byte, owner string) []map[string]any {
 	t.Helper()
 	in := filepath.Join(dir, filepath.Base(opFile)+".inputs.yaml")
 	if err := os.WriteFile(in, bytes.Join(inputs, []byte("\n---\n")), 0o600); err != nil {
@@ -458,7 +539,7 @@ type leaseHistory struct {
 
 // watchBuckets starts recording the bucket Leases' holders (the ring need
 // not exist yet).
-func (sc *shardCluster) watchBuckets(t *testing.T) *leaseHistory {
+func (sc *shardCluster) watchBuckets(t testing.TB) *leaseHistory {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &leaseHistory{done: make(chan struct{}), cancel: cancel}
@@ -535,4 +616,38 @@ func (h *leaseHistory) takeovers(dead string, deadAt time.Time) ([]string, error
 		out = append(out, fmt.Sprintf("bucket %d: %s -> %s at %s", c.bucket, prev, c.holder, c.at.Format("15:04:05.000")))
 	}
 	return out, h.err
+}
+
+// shardWords make the names of the Pod namespaces: "<word>-<word>".
+var shardWords = []string{"amber", "birch", "cedar", "delta", "ember", "fjord", "glade", "heron",
+	"iris", "juniper", "kelp", "lotus", "maple", "nectar", "onyx", "pine", "quartz", "raven", "sage",
+	"tundra", "umber", "violet", "willow", "xenon", "yarrow", "zephyr", "aspen", "basalt", "coral",
+	"dune", "fern", "granite"}
+
+// shardPodNamespaces returns perBucket*sharding.Buckets namespace names,
+// "<word>-<word>" from shardWords in a fixed order, with exactly perBucket
+// names in each bucket (sharding.Bucket, the KEP-5866 hash of the
+// namespace): a member's share of the namespaces is then its share of the
+// buckets. The list is the same on every run; it fails the test when the
+// words do not fill every bucket.
+func shardPodNamespaces(t testing.TB, perBucket int) []string {
+	t.Helper()
+	per := make([]int, sharding.Buckets)
+	var out []string
+	for _, a := range shardWords {
+		for _, b := range shardWords {
+			if a == b {
+				continue
+			}
+			name := a + "-" + b
+			if bk := sharding.Bucket(name); per[bk] < perBucket {
+				per[bk]++
+				out = append(out, name)
+			}
+		}
+	}
+	if len(out) != perBucket*sharding.Buckets {
+		t.Fatalf("the %d words give %d namespace names with at most %d per bucket, not %d", len(shardWords), len(out), perBucket, perBucket*sharding.Buckets)
+	}
+	return out
 }

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
@@ -36,6 +37,15 @@ const (
 	shardSrcInitial = 4   // source ConfigMaps per Operator at first
 	shardSrcSlots   = 6   // source names per Operator the churn uses
 	shardParents    = 600 // hook parents at first
+
+	shardPodNSPerBucket = 2 // namespaces of Pods per bucket: 128
+	shardPodsPerNS      = 2
+	// shardPodWindow is how long the Pods alone are churned while the
+	// members' Pod watch events are counted.
+	shardPodWindow = 5 * time.Second
+	// shardPodShareMax bounds a member's share of the Pod watch events
+	// with three members when the API server filters by namespace.
+	shardPodShareMax = 1.0/3 + 0.10
 
 	shardChurnFor = 24 * time.Second
 	shardKillAt   = 7 * time.Second  // into the churn
@@ -91,6 +101,91 @@ spec:
 `, shardOpName(i), i)
 }
 
+// shardPodOp is the namespace-sharded Operator over the Pods of every
+// namespace: each Pod gets a ConfigMap "<pod>-pod" with its tier label and
+// rev annotation.
+const (
+	shardPodOp     = "shard-pods"
+	shardPodOwner  = shardPodOp + "/pod-info"
+	shardPodOpYAML = `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: shard-pods
+spec:
+  sharding: Namespace
+  controllers:
+    - name: pod-info
+      sources:
+        - apiGroup: ""
+          kind: Pod
+      pipeline:
+        "@project":
+          metadata:
+            name: {"@concat": ["$.metadata.name", "-pod"]}
+            namespace: "$.metadata.namespace"
+            labels: {shard-pod: "out"}
+          data:
+            pod: "$.metadata.name"
+            tier: "$.metadata.labels.tier"
+            rev: "$.metadata.annotations.rev"
+      target:
+        apiGroup: ""
+        kind: ConfigMap
+`
+)
+
+// shardPods is the Pod workload: shardPodsPerNS Pods in each of the
+// namespaces (shardPodNamespaces), each labelled with a tier and annotated
+// with a revision that every update sets to a new value, so that each
+// update is one watch event.
+type shardPods struct {
+	namespaces []string
+	rev        atomic.Int64
+}
+
+func newShardPods(t testing.TB) *shardPods {
+	return &shardPods{namespaces: shardPodNamespaces(t, shardPodNSPerBucket)}
+}
+
+func shardPodName(k int) string { return fmt.Sprintf("pod-%d", k) }
+
+// objects returns the Pods (a container image name only: no scheduler
+// runs, they stay Pending).
+func (p *shardPods) objects() []client.Object {
+	var out []client.Object
+	for i, ns := range p.namespaces {
+		for k := range shardPodsPerNS {
+			out = append(out, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: shardPodName(k), Namespace: ns,
+					Labels:      map[string]string{"tier": fmt.Sprintf("t%d", (i+k)%4)},
+					Annotations: map[string]string{"rev": fmt.Sprint(p.rev.Add(1))}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "e2e.dcontroller.io/shard"}}},
+			})
+		}
+	}
+	return out
+}
+
+// update sets a random Pod's tier to a random value and its rev to a new
+// one.
+func (p *shardPods) update(ctx context.Context, c client.Client, rng *rand.Rand) error {
+	return p.patch(ctx, c, p.namespaces[rng.IntN(len(p.namespaces))], rng.IntN(shardPodsPerNS), rng.IntN(4))
+}
+
+// patch sets Pod k of namespace ns to tier and a new rev (a JSON merge
+// patch: no conflicts).
+func (p *shardPods) patch(ctx context.Context, c client.Client, ns string, k, tier int) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: shardPodName(k)}}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"tier":"t%d"},"annotations":{"rev":"%d"}}}`, tier, p.rev.Add(1))
+	return c.Patch(ctx, pod, client.RawPatch(types.MergePatchType, []byte(patch)))
+}
+
+// shardWorkloadNamespaces returns every namespace the workload uses: the
+// ring's, the sources', the parents' and the Pods'.
+func shardWorkloadNamespaces(pods *shardPods) []string {
+	return append([]string{shardNamespace, "shard-src-0", "shard-src-1", "shard-src-2", "shard-par-0", "shard-par-1", "shard-par-2"}, pods.namespaces...)
+}
+
 const shardCompositeYAML = `apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
 metadata:
@@ -112,6 +207,28 @@ func shardChildData(parent, value string) map[string]string {
 	return map[string]string{"parent": parent, "value": value, "upper": strings.ToUpper(value)}
 }
 
+// shardSync is the sync hook of the parents: status.value and one child
+// ConfigMap "<parent>-child" with shardChildData.
+func shardSync(req map[string]any) any {
+	name, value := str(path(req, "parent.metadata.name")), str(path(req, "parent.spec.value"))
+	return map[string]any{
+		"status": map[string]any{"value": value},
+		"children": []any{map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name + "-child"},
+			"data":     shardChildData(name, value),
+		}},
+	}
+}
+
+// shardFinalize is the finalize hook of the parents: no children; done
+// when none is observed.
+func shardFinalize(req map[string]any) any {
+	children, _ := req["children"].(map[string]any)
+	observed, _ := children["ConfigMap.v1"].(map[string]any)
+	return map[string]any{"children": []any{}, "finalized": len(observed) == 0}
+}
+
 // TestShardingChurnFailover runs three `dctl start --sharding` replicas on
 // a control plane of its own (with a write audit log) over 30 Operators and
 // a CompositeController with 600 parents, churns sources and parents, kills
@@ -122,9 +239,13 @@ func shardChildData(parent, value string) map[string]string {
 // of the live parents (children of deleted parents deleted through the
 // finalize hook), that no object was written by two members less than a
 // second apart (audit log), and that the last members split the buckets
-// evenly. It runs with the kube-apiserver's defaults and with the
-// ShardedListAndWatch feature gate (KEP-5866) on, which the manager does
-// not use yet.
+// evenly. A namespace-sharded Operator maps 256 Pods in 128 namespaces
+// to ConfigMaps; before the churn the Pods alone are churned with three
+// live members, and each member's Pod watch events are counted
+// (dcontroller_watch_events_total): with the kube-apiserver's
+// ShardedListAndWatch feature gate (KEP-5866) on, the members watch with
+// shard selectors and each receives at most shardPodShareMax of them; with
+// the kube-apiserver's defaults, each receives all of them.
 func TestShardingChurnFailover(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -149,7 +270,8 @@ func runShardingChurnFailover(t *testing.T, gates string) {
 		}
 	}
 	dir := t.TempDir()
-	for _, ns := range []string{shardNamespace, "shard-src-0", "shard-src-1", "shard-src-2", "shard-par-0", "shard-par-1", "shard-par-2"} {
+	pods := newShardPods(t)
+	for _, ns := range shardWorkloadNamespaces(pods) {
 		if err := sc.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
@@ -157,22 +279,8 @@ func runShardingChurnFailover(t *testing.T, gates string) {
 	sc.kubectl(t, crdYAML(shardParentKind, "shardparents", "Namespaced"), "apply", "-f", "-")
 	sc.kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/"+shardParentResource)
 
-	syncHook := newHookServer(t, func(req map[string]any) any {
-		name, value := str(path(req, "parent.metadata.name")), str(path(req, "parent.spec.value"))
-		return map[string]any{
-			"status": map[string]any{"value": value},
-			"children": []any{map[string]any{
-				"apiVersion": "v1", "kind": "ConfigMap",
-				"metadata": map[string]any{"name": name + "-child"},
-				"data":     shardChildData(name, value),
-			}},
-		}
-	})
-	finalizeHook := newHookServer(t, func(req map[string]any) any {
-		children, _ := req["children"].(map[string]any)
-		observed, _ := children["ConfigMap.v1"].(map[string]any)
-		return map[string]any{"children": []any{}, "finalized": len(observed) == 0}
-	})
+	syncHook := newHookServer(t, shardSync)
+	finalizeHook := newHookServer(t, shardFinalize)
 
 	history := sc.watchBuckets(t)
 	var replicas []*shardReplica
@@ -225,9 +333,9 @@ func runShardingChurnFailover(t *testing.T, gates string) {
 		}
 	}
 
-	start("m1")
+	m1 := start("m1")
 	m2 := start("m2")
-	start("m3")
+	m3 := start("m3")
 	took := waitFor("three members split the buckets", 60*time.Second, holdersBalanced("m1", "m2", "m3"))
 	t.Logf("ring of 3 balanced %s after the start", took.Round(time.Millisecond))
 
@@ -240,6 +348,11 @@ func runShardingChurnFailover(t *testing.T, gates string) {
 		}
 		sc.kubectl(t, "", "apply", "-f", opFiles[i])
 	}
+	podOpFile := filepath.Join(dir, shardPodOp+".yaml")
+	if err := os.WriteFile(podOpFile, []byte(shardPodOpYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc.kubectl(t, "", "apply", "-f", podOpFile)
 	sc.kubectl(t, fmt.Sprintf(shardCompositeYAML, syncHook.URL, finalizeHook.URL), "apply", "-f", "-")
 	rng := rand.New(rand.NewPCG(5866, 1))
 	var sources []client.Object
@@ -252,11 +365,23 @@ func runShardingChurnFailover(t *testing.T, gates string) {
 	for n := range shardParents {
 		parents = append(parents, shardParentObject(n, rng.IntN(1000)))
 	}
-	createAll(t, sc.c, append(sources, parents...))
+	podObjs := pods.objects()
+	createAll(t, sc.c, append(append(sources, parents...), podObjs...))
 	took = waitFor("the first sync", 180*time.Second, func() string {
-		return shardConverged(t, sc, dir, opFiles)
+		return shardConverged(t, sc, dir, opFiles, podOpFile)
 	})
-	t.Logf("%d Operators over %d sources and %d parents in sync %s after their creation", shardOperators, len(sources), len(parents), took.Round(time.Millisecond))
+	t.Logf("%d Operators over %d sources, %s over %d Pods in %d namespaces and %d parents in sync %s after their creation",
+		shardOperators, len(sources), shardPodOp, len(podObjs), len(pods.namespaces), len(parents), took.Round(time.Millisecond))
+
+	// The Pod watch events of each member while the Pods alone change.
+	if gates != "" {
+		for _, r := range []*shardReplica{m1, m2, m3} {
+			if lines := r.grep("sharded list and watch"); !containsAll(lines, "Resource=pods", `"serverSide": true`) {
+				t.Errorf("member %s does not watch Pods with a shard selector; its log says:\n%s", r.id, strings.Join(lines, "\n"))
+			}
+		}
+	}
+	measurePodShares(t, sc, []*shardReplica{m1, m2, m3}, pods, gates != "")
 
 	// Churn; m2 killed, m4 joining.
 	var ops, failures atomic.Int64
@@ -279,7 +404,7 @@ func runShardingChurnFailover(t *testing.T, gates string) {
 					return
 				case <-time.After(40 * time.Millisecond):
 				}
-				if err := shardChurnOnce(ctx, sc.c, rng, &nextParent); err != nil {
+				if err := shardChurnOnce(ctx, sc.c, rng, &nextParent, pods); err != nil {
 					if failures.Add(1) == 1 {
 						errs <- err
 					}
@@ -378,7 +503,7 @@ func runShardingChurnFailover(t *testing.T, gates string) {
 	t.Logf("churn: %d changes in %s", ops.Load(), time.Since(churnStart).Round(time.Millisecond))
 
 	took = waitFor("convergence after the churn", 120*time.Second, func() string {
-		return shardConverged(t, sc, dir, opFiles)
+		return shardConverged(t, sc, dir, opFiles, podOpFile)
 	})
 	t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
 	if d, ok := <-rebalanced; ok {
@@ -434,7 +559,7 @@ func shardParentObject(n, v int) *unstructured.Unstructured {
 }
 
 // createAll creates objs with 8 concurrent clients.
-func createAll(t *testing.T, c client.Client, objs []client.Object) {
+func createAll(t testing.TB, c client.Client, objs []client.Object) {
 	t.Helper()
 	work := make(chan client.Object)
 	errs := make(chan error, len(objs))
@@ -463,12 +588,14 @@ func createAll(t *testing.T, c client.Client, objs []client.Object) {
 
 // shardChurnOnce makes one random change: a source's data updated,
 // deleted or created, a parent's spec updated, a parent deleted or
-// created (parents with names from next, never used before). Conflicts and
-// objects that are (not) there already are part of the churn; other errors
-// are returned.
-func shardChurnOnce(ctx context.Context, c client.Client, rng *rand.Rand, next *atomic.Int64) error {
+// created (parents with names from next, never used before), a Pod's
+// label and annotation updated. Conflicts and objects that are (not) there
+// already are part of the churn; other errors are returned.
+func shardChurnOnce(ctx context.Context, c client.Client, rng *rand.Rand, next *atomic.Int64, pods *shardPods) error {
 	var err error
-	switch r := rng.IntN(100); {
+	switch r := rng.IntN(125); {
+	case r >= 100:
+		err = pods.update(ctx, c, rng)
 	case r < 35:
 		ns, name := shardSource(rng.IntN(shardOperators), rng.IntN(shardSrcSlots))
 		cm := &corev1.ConfigMap{}
@@ -501,11 +628,12 @@ func shardChurnOnce(ctx context.Context, c client.Client, rng *rand.Rand, next *
 }
 
 // shardConverged returns "" when the cluster holds what it should:
-// for each Operator, exactly the targets `dctl eval` computes from the
+// for each Operator (opFiles, shardOperatorYAML; podOpFile,
+// shardPodOpYAML), exactly the targets `dctl eval` computes from the
 // current sources (labels, the annotations eval sets, data); for each live
 // parent, its child with the data derived from its spec and its status;
 // no parent being deleted and no child of a parent that is gone.
-func shardConverged(t *testing.T, sc *shardCluster, dir string, opFiles []string) string {
+func shardConverged(t testing.TB, sc *shardCluster, dir string, opFiles []string, podOpFile string) string {
 	t.Helper()
 	ctx := context.Background()
 	cms := &corev1.ConfigMapList{}
@@ -550,34 +678,28 @@ func shardConverged(t *testing.T, sc *shardCluster, dir string, opFiles []string
 	for i, f := range opFiles {
 		owner := shardOpName(i) + "/copy"
 		want := evalTargets(t, dir, f, bySelector[fmt.Sprint(i)], owner)
-		got := actual[owner]
-		if len(got) != len(want) {
-			var names []string
-			for k := range got {
-				names = append(names, k)
-			}
-			sort.Strings(names)
-			return fmt.Sprintf("Operator %s: %d targets in the cluster %v, dctl eval computes %d", shardOpName(i), len(got), names, len(want))
+		if msg := matchTargets(shardOpName(i), want, actual[owner], cmByKey, owner); msg != "" {
+			return msg
 		}
-		for _, w := range want {
-			md, _ := w["metadata"].(map[string]any)
-			key := str(md["namespace"]) + "/" + str(md["name"])
-			cm, ok := cmByKey[key]
-			if !ok || cm.Annotations[opv1a1.OwnerAnnotation] != owner {
-				return fmt.Sprintf("Operator %s: target %s missing", shardOpName(i), key)
-			}
-			ann, _ := md["annotations"].(map[string]any)
-			wantForm := canonTarget(stringMap(md["labels"]), stringMap(ann), stringMap(w["data"]))
-			gotAnn := map[string]string{}
-			for k := range ann {
-				if v, ok := cm.Annotations[k]; ok {
-					gotAnn[k] = v
-				}
-			}
-			if gotForm := canonTarget(cm.Labels, gotAnn, cm.Data); gotForm != wantForm {
-				return fmt.Sprintf("Operator %s: target %s is %s, dctl eval computes %s", shardOpName(i), key, gotForm, wantForm)
-			}
+	}
+	pods := &corev1.PodList{}
+	if err := sc.c.List(ctx, pods); err != nil {
+		return err.Error()
+	}
+	var podInputs [][]byte
+	for i := range pods.Items {
+		pod := pods.Items[i].DeepCopy()
+		pod.APIVersion, pod.Kind = "v1", "Pod"
+		pod.ManagedFields = nil
+		b, err := json.Marshal(pod)
+		if err != nil {
+			t.Fatal(err)
 		}
+		podInputs = append(podInputs, b)
+	}
+	want := evalTargets(t, dir, podOpFile, podInputs, shardPodOwner)
+	if msg := matchTargets(shardPodOp, want, actual[shardPodOwner], cmByKey, shardPodOwner); msg != "" {
+		return msg
 	}
 
 	// Hook parents.
@@ -612,6 +734,160 @@ func shardConverged(t *testing.T, sc *shardCluster, dir string, opFiles []string
 		}
 	}
 	return ""
+}
+
+// matchTargets returns "" when the ConfigMaps of owner in the cluster (got,
+// by namespace/name; cmByKey, all of them) are exactly want, the targets
+// `dctl eval` computes for Operator op: same names, labels, data and the
+// annotations eval sets; else the first difference.
+func matchTargets(op string, want []map[string]any, got map[string]string, cmByKey map[string]corev1.ConfigMap, owner string) string {
+	if len(got) != len(want) {
+		var names []string
+		for k := range got {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		if len(names) > 10 {
+			names = append(names[:10], "...")
+		}
+		return fmt.Sprintf("Operator %s: %d targets in the cluster %v, dctl eval computes %d", op, len(got), names, len(want))
+	}
+	for _, w := range want {
+		md, _ := w["metadata"].(map[string]any)
+		key := str(md["namespace"]) + "/" + str(md["name"])
+		cm, ok := cmByKey[key]
+		if !ok || cm.Annotations[opv1a1.OwnerAnnotation] != owner {
+			return fmt.Sprintf("Operator %s: target %s missing", op, key)
+		}
+		ann, _ := md["annotations"].(map[string]any)
+		wantForm := canonTarget(stringMap(md["labels"]), stringMap(ann), stringMap(w["data"]))
+		gotAnn := map[string]string{}
+		for k := range ann {
+			if v, ok := cm.Annotations[k]; ok {
+				gotAnn[k] = v
+			}
+		}
+		if gotForm := canonTarget(cm.Labels, gotAnn, cm.Data); gotForm != wantForm {
+			return fmt.Sprintf("Operator %s: target %s is %s, dctl eval computes %s", op, key, gotForm, wantForm)
+		}
+	}
+	return ""
+}
+
+// measurePodShares churns the Pods alone (4 clients, as fast as they go)
+// for shardPodWindow while the ring of members is stable, then waits until
+// the members' dcontroller_watch_events_total{kind="Pod"} have grown by
+// the number of updates (each update is one event: with serverSide, for
+// the one member of its namespace; else for every member) and logs each
+// member's events and share of their sum. With serverSide a member's share
+// must be at most shardPodShareMax, else each member must have received
+// every update.
+func measurePodShares(t *testing.T, sc *shardCluster, members []*shardReplica, pods *shardPods, serverSide bool) {
+	t.Helper()
+	ctx := context.Background()
+	read := func() []float64 {
+		out := make([]float64, len(members))
+		for i, r := range members {
+			m, err := r.watchEvents()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = m["Pod"]
+		}
+		return out
+	}
+	holders, err := sc.bucketHolders(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := ringBalanced(holders, []string{members[0].id, members[1].id, members[2].id}); msg != "" {
+		t.Fatalf("the Pod watch window: the ring is not balanced over its three members: %s", msg)
+	}
+	begin := read()
+	var updates atomic.Int64
+	end := time.Now().Add(shardPodWindow)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(5866, uint64(200+w)))
+			for time.Now().Before(end) {
+				if err := pods.update(ctx, sc.c, rng); err != nil {
+					errs <- err
+					return
+				}
+				updates.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("updating Pods: %v", err)
+	}
+	n := float64(updates.Load())
+	var got []float64
+	var sum float64
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		now := read()
+		got, sum = make([]float64, len(members)), 0
+		delivered := true
+		for i := range members {
+			got[i] = now[i] - begin[i]
+			sum += got[i]
+			if !serverSide && got[i] < n {
+				delivered = false
+			}
+		}
+		if serverSide && sum < n {
+			delivered = false
+		}
+		if delivered || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	after, err := sc.bucketHolders(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(after) != fmt.Sprint(holders) {
+		t.Fatalf("the Pod watch window: bucket holders changed from %v to %v", holders, after)
+	}
+	var parts []string
+	for i, r := range members {
+		parts = append(parts, fmt.Sprintf("%s %.0f (share %.3f)", r.id, got[i], got[i]/sum))
+	}
+	t.Logf("Pod watch events of the members for %.0f Pod updates in %s (server-side sharding %v): %s; sum %.0f",
+		n, shardPodWindow, serverSide, strings.Join(parts, ", "), sum)
+	for i, r := range members {
+		switch {
+		case serverSide && got[i]/sum > shardPodShareMax:
+			t.Errorf("member %s received %.3f of the Pod watch events, more than %.3f", r.id, got[i]/sum, shardPodShareMax)
+		case !serverSide && got[i] < n:
+			t.Errorf("member %s received %.0f Pod watch events for %.0f Pod updates: without server-side sharding every member receives every event", r.id, got[i], n)
+		}
+	}
+	if serverSide && sum < n {
+		t.Errorf("the members received %.0f Pod watch events for %.0f Pod updates", sum, n)
+	}
+}
+
+// containsAll reports whether one of lines contains every one of subs.
+func containsAll(lines []string, subs ...string) bool {
+	for _, l := range lines {
+		all := true
+		for _, s := range subs {
+			all = all && strings.Contains(l, s)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 func stringMap(v any) map[string]string {
