@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -147,6 +146,7 @@ type Controller struct {
 	mu      sync.Mutex // serializes batches (HandleBatch, Resync, RetryFailed, Start)
 	smu     sync.Mutex // guards written, failed, errs and counters (writes run concurrently)
 	name    string
+	owner   string // Owner()
 	path    string
 	opts    Options
 	sources []Source
@@ -182,10 +182,11 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 	}
 	c := &Controller{
 		name:    spec.Name,
+		owner:   opts.Operator + "/" + spec.Name,
 		path:    path,
 		opts:    opts,
 		outputs: map[object.Key]outputSet{},
-		written: map[object.Key]map[string]any{},
+		written: map[object.Key]writtenState{},
 		failed:  map[object.Key]bool{},
 		refused: map[refusal]error{},
 	}
@@ -321,7 +322,7 @@ func (c *Controller) Name() string { return c.name }
 
 // Owner returns the value of the owner annotation this controller puts on
 // the native objects it creates: "<operator>/<controller>".
-func (c *Controller) Owner() string { return c.opts.Operator + "/" + c.name }
+func (c *Controller) Owner() string { return c.owner }
 
 // Sources returns the resolved sources.
 func (c *Controller) Sources() []Source { return c.sources }
@@ -478,33 +479,50 @@ func (c *Controller) runPipeline(deltas map[string]*dbsp.ZSet) (*dbsp.ZSet, erro
 }
 
 // applyOutput adds the pipeline's output delta to the outputs and writes
-// the touched target objects.
+// the touched target objects. Removals are added first, so that an updated
+// output replaces its old version in place (see outputSet); otherwise the
+// order does not matter (Z-set addition commutes), so the delta is walked
+// unsorted and only the outputs without a key are ordered, canonically,
+// for their errors.
 func (c *Controller) applyOutput(ctx context.Context, out *dbsp.ZSet) []error {
 	if out == nil {
 		return nil
 	}
+	var keyless []dbsp.Entry
+	touched := make(map[object.Key]bool, out.Len())
+	for _, removals := range [2]bool{true, false} {
+		out.Range(func(doc dbsp.Document, weight int) bool {
+			if (weight < 0) != removals {
+				return true
+			}
+			key, err := object.KeyOf(doc)
+			if err != nil {
+				keyless = append(keyless, dbsp.Entry{Doc: doc, Weight: weight})
+				return true
+			}
+			o := c.outputs[key]
+			o.insert(doc, weight)
+			if o.empty() {
+				delete(c.outputs, key)
+			} else {
+				c.outputs[key] = o
+			}
+			touched[key] = true
+			return true
+		})
+	}
 	var errs []error
-	touched := map[object.Key]bool{}
-	entries := out.Entries()
-	// Removals first: an updated output then replaces its old version
-	// in place (see outputSet).
-	slices.SortStableFunc(entries, func(a, b dbsp.Entry) int { return cmp.Compare(min(a.Weight, 0), min(b.Weight, 0)) })
-	for _, e := range entries {
-		key, err := object.KeyOf(e.Doc)
-		if err != nil {
-			err = fmt.Errorf("%s.pipeline: output %s (a pipeline builds a new object: set metadata.name in its last @project, or start a list-form @project with {\"$.\": \"$.\"} to keep the input object)", c.path, err)
-			c.recordError("output", err)
-			errs = append(errs, err)
-			continue
+	slices.SortFunc(keyless, func(a, b dbsp.Entry) int {
+		if c := cmp.Compare(min(a.Weight, 0), min(b.Weight, 0)); c != 0 {
+			return c
 		}
-		o := c.outputs[key]
-		o.insert(e.Doc, e.Weight)
-		if o.empty() {
-			delete(c.outputs, key)
-		} else {
-			c.outputs[key] = o
-		}
-		touched[key] = true
+		return dbsp.Compare(a.Doc, b.Doc)
+	})
+	for _, e := range keyless {
+		_, err := object.KeyOf(e.Doc)
+		err = fmt.Errorf("%s.pipeline: output %s (a pipeline builds a new object: set metadata.name in its last @project, or start a list-form @project with {\"$.\": \"$.\"} to keep the input object)", c.path, err)
+		c.recordError("output", err)
+		errs = append(errs, err)
 	}
 	return append(errs, c.syncAll(ctx, sortedKeys(touched))...)
 }
@@ -514,8 +532,21 @@ func sortedKeys(m map[object.Key]bool) []object.Key {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	return keys
+	if len(keys) < 2 {
+		return keys
+	}
+	// By Key.String, each key rendered once.
+	strs := make([]string, len(keys))
+	idx := make([]int, len(keys))
+	for i, k := range keys {
+		strs[i], idx[i] = k.String(), i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(strs[a], strs[b]) })
+	out := make([]object.Key, len(keys))
+	for i, j := range idx {
+		out[i] = keys[j]
+	}
+	return out
 }
 
 // sync writes the desired state of one target key, retrying conflicts with
@@ -712,12 +743,20 @@ func (c *Controller) Resync(ctx context.Context) error {
 // desired returns the one positive-weight output document for key, or nil
 // when the output has none.
 func (c *Controller) desired(key object.Key) (map[string]any, error) {
+	o, ok := c.outputs[key]
+	if !ok {
+		return nil, nil
+	}
+	if o.more == nil {
+		if o.one.Weight > 0 {
+			return o.one.Doc, nil
+		}
+		return nil, nil
+	}
 	var docs []map[string]any
-	if o, ok := c.outputs[key]; ok {
-		for _, e := range o.entries() { // deterministic order
-			if e.Weight > 0 {
-				docs = append(docs, e.Doc)
-			}
+	for _, e := range o.entries() { // deterministic order
+		if e.Weight > 0 {
+			docs = append(docs, e.Doc)
 		}
 	}
 	if len(docs) == 0 {
