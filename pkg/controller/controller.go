@@ -153,10 +153,10 @@ type Controller struct {
 	target  Target
 	pipe    *pipeline.Pipeline
 
-	inputs  []map[object.Key]inputDoc     // per source: the documents fed so far
-	outputs map[object.Key]outputSet      // integrated pipeline output per target key
-	written map[object.Key]map[string]any // the last state written per target key
-	failed  map[object.Key]bool           // target keys whose last write failed
+	inputs  []map[object.Key]inputDoc   // per source: the documents fed so far
+	outputs map[object.Key]outputSet    // integrated pipeline output per target key
+	written map[object.Key]writtenState // the last state written per target key
+	failed  map[object.Key]bool         // target keys whose last write failed
 	// conflicts: target keys owned by another running controller, by owner.
 	conflicts map[object.Key]string
 	// restores: target keys restored after changes by another writer.
@@ -663,10 +663,15 @@ func (c *Controller) syncAll(ctx context.Context, keys []object.Key) []error {
 }
 
 func (c *Controller) getWritten(key object.Key) (map[string]any, bool) {
+	st, ok := c.getWrittenState(key)
+	return st.doc, ok
+}
+
+func (c *Controller) getWrittenState(key object.Key) (writtenState, bool) {
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	v, ok := c.written[key]
-	return v, ok
+	st, ok := c.written[key]
+	return st, ok
 }
 
 // setWritten records what was written for key, without the fields the
@@ -678,7 +683,105 @@ func (c *Controller) setWritten(key object.Key, v map[string]any) {
 	v = stripServerFields(v)
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	c.written[key] = v
+	c.written[key] = writtenState{doc: v}
+}
+
+// setWrittenUpdate is setWritten for an Updater: written is the object as
+// written (or found to hold the output) and output the pipeline output it
+// was made of. When written is output but for apiVersion, kind, metadata
+// labels and annotations and server fields, which is what a write whose
+// object the API server did not default leaves, only output (shared with
+// the outputs) and the managed-metadata record are kept: what update reads
+// of the last write, without a copy of the object per target key.
+func (c *Controller) setWrittenUpdate(key object.Key, written, output map[string]any) {
+	if !writtenIsOutput(written, output) {
+		c.setWritten(key, written)
+		return
+	}
+	rec, _, _ := unstructured.NestedString(written, "metadata", "annotations", ManagedMetadataAnnotation)
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	c.written[key] = writtenState{doc: output, record: rec, isOutput: true}
+}
+
+// writtenState is what a controller last wrote for a target key: the
+// object as written, without server fields, or, for an Updater (see
+// setWrittenUpdate), the pipeline output it was made of and the
+// ManagedMetadataAnnotation value written with it. Only update reads the
+// second form, and only update writes it (a controller's target type does
+// not change).
+type writtenState struct {
+	doc      map[string]any
+	record   string
+	isOutput bool
+}
+
+// managedRecord returns the ManagedMetadataAnnotation value written, "" if
+// none.
+func (w writtenState) managedRecord() string {
+	if w.isOutput {
+		return w.record
+	}
+	rec, _, _ := unstructured.NestedString(w.doc, "metadata", "annotations", ManagedMetadataAnnotation)
+	return rec
+}
+
+// writtenIsOutput reports whether the written object, without its server
+// fields, has exactly the fields of output but for apiVersion, kind and
+// metadata labels and annotations, with equal values, so that what
+// droppedOutsideMetadataMaps finds dropped since the write is the same for
+// either. An output that sets server fields is not.
+func writtenIsOutput(written, output map[string]any) bool {
+	n := 0
+	for k, v := range written {
+		switch k {
+		case "apiVersion", "kind":
+			continue
+		case "metadata":
+			wm, ok := v.(map[string]any)
+			om, ook := output[k].(map[string]any)
+			if !ok || !ook || !sameMetadataFields(wm, om) {
+				return false
+			}
+		default:
+			ov, ok := output[k]
+			if !ok || !dbsp.Equal(v, ov) {
+				return false
+			}
+		}
+		n++
+	}
+	for k := range output {
+		switch k {
+		case "apiVersion", "kind":
+			continue
+		}
+		n--
+	}
+	return n == 0
+}
+
+// sameMetadataFields compares metadata maps but for labels, annotations
+// and, in written, server fields.
+func sameMetadataFields(written, output map[string]any) bool {
+	n := 0
+	for k, v := range written {
+		if k == "labels" || k == "annotations" || slices.Contains(object.ServerFields, k) {
+			continue
+		}
+		ov, ok := output[k]
+		if !ok || !dbsp.Equal(v, ov) {
+			return false
+		}
+		n++
+	}
+	for k := range output {
+		if k == "labels" || k == "annotations" {
+			continue
+		}
+		n--
+	}
+	return n == 0
 }
 
 func (c *Controller) delWritten(key object.Key) {
@@ -849,8 +952,10 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		ann = map[string]string{}
 	}
 	delete(ann, ManagedMetadataAnnotation)
+	var record string
 	if !managed.empty() {
-		ann[ManagedMetadataAnnotation] = managed.encode()
+		record = managed.encode()
+		ann[ManagedMetadataAnnotation] = record
 	}
 	ours := true
 	var existingAnns map[string]string
@@ -876,46 +981,102 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	if len(ann) == 0 {
 		ann = nil
 	}
-	obj.SetAnnotations(ann)
 	if existing == nil {
+		obj.SetAnnotations(ann)
 		if err := c.call(ctx, "create", func() error { return c.opts.Client.Create(ctx, obj) }); err != nil {
 			return false, err
 		}
-		c.setWritten(key, obj.Object)
+		c.setWrittenUpdate(key, obj.Object, desired)
 		return true, nil
 	}
 	// Labels and annotations are merged with what is there; the output wins,
 	// and the keys this controller set before and the output no longer sets
 	// are removed (known from the last write, or from the object's own
 	// record after a restart).
-	prev, known := c.getWritten(key)
+	prev, known := c.getWrittenState(key)
 	var prevKeys managedKeys
 	var prevRecord string
 	if known {
-		prevRecord, _, _ = unstructured.NestedString(prev, "metadata", "annotations", ManagedMetadataAnnotation)
-		prevKeys = parseManagedKeys(map[string]string{ManagedMetadataAnnotation: prevRecord})
+		prevRecord = prev.managedRecord()
+		prevKeys = keysOfRecord(prevRecord, record, managed)
 	}
 	if rec, ok := existingAnns[ManagedMetadataAnnotation]; ours && ok && (!known || rec != prevRecord) {
 		prevKeys = prevKeys.union(parseManagedKeys(existingAnns))
 	}
 	labels, droppedLabels := mergeManaged(existing.GetLabels(), outLabels, prevKeys.Labels)
-	anns, droppedAnns := mergeManaged(existingAnns, ann, append(prevKeys.Annotations, ManagedMetadataAnnotation))
-	obj.SetLabels(labels)
-	obj.SetAnnotations(anns)
+	anns, droppedAnns := mergeManaged(existingAnns, ann, append(slices.Clip(prevKeys.Annotations), ManagedMetadataAnnotation))
+	setMetadataMap(obj.Object, "labels", labels)
+	setMetadataMap(obj.Object, "annotations", anns)
 	// The API server may add defaults; what matters is that everything the
 	// output says is there and nothing written before was dropped since.
 	if len(droppedLabels) == 0 && len(droppedAnns) == 0 && object.Contains(existing.Object, obj.Object) &&
-		(!known || !droppedFields(withoutMetadataMaps(prev), obj.Object)) &&
+		(!known || !droppedOutsideMetadataMaps(prev.doc, obj.Object)) &&
 		(known || !c.target.IsView() || object.Equal(withoutMetadata(existing.Object), withoutMetadata(obj.Object))) {
-		c.setWritten(key, obj.Object)
+		c.setWrittenUpdate(key, obj.Object, desired)
 		return false, nil
 	}
 	obj.SetResourceVersion(existing.GetResourceVersion())
 	if err := c.call(ctx, "update", func() error { return c.opts.Client.Update(ctx, obj) }); err != nil {
 		return false, err
 	}
-	c.setWritten(key, obj.Object)
+	c.setWrittenUpdate(key, obj.Object, desired)
 	return true, nil
+}
+
+// setMetadataMap sets metadata[field] of doc to m, or removes it when m is
+// nil, as Unstructured's SetLabels and SetAnnotations do (m is not copied).
+func setMetadataMap(doc map[string]any, field string, m map[string]any) {
+	meta, ok := doc["metadata"].(map[string]any)
+	if m == nil {
+		if ok {
+			delete(meta, field)
+		}
+		return
+	}
+	if !ok {
+		meta = map[string]any{}
+		doc["metadata"] = meta
+	}
+	meta[field] = m
+}
+
+// droppedOutsideMetadataMaps is droppedFields(prev, next) with
+// metadata.labels and metadata.annotations of prev left out: an Updater
+// tracks those by key (see ManagedMetadataAnnotation), and a key someone
+// else removed is no reason to write.
+func droppedOutsideMetadataMaps(prev, next map[string]any) bool {
+	for k, v := range prev {
+		nv, ok := next[k]
+		if !ok {
+			return true
+		}
+		sub, isMap := v.(map[string]any)
+		nsub, nIsMap := nv.(map[string]any)
+		if !isMap || !nIsMap {
+			continue
+		}
+		if k != "metadata" {
+			if droppedFields(sub, nsub) {
+				return true
+			}
+			continue
+		}
+		for mk, mv := range sub {
+			if mk == "labels" || mk == "annotations" {
+				continue
+			}
+			nmv, ok := nsub[mk]
+			if !ok {
+				return true
+			}
+			msub, isMap := mv.(map[string]any)
+			nmsub, nIsMap := nmv.(map[string]any)
+			if isMap && nIsMap && droppedFields(msub, nmsub) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stripServerFields returns doc without the metadata fields the API server
@@ -935,29 +1096,6 @@ func stripServerFields(doc map[string]any) map[string]any {
 		}
 		out["metadata"] = meta
 	}
-	return out
-}
-
-// withoutMetadataMaps returns doc without metadata.labels and
-// metadata.annotations: an Updater tracks those by key (see
-// ManagedMetadataAnnotation), and a key someone else removed is no reason
-// to write.
-func withoutMetadataMaps(doc map[string]any) map[string]any {
-	meta, ok := doc["metadata"].(map[string]any)
-	if !ok {
-		return doc
-	}
-	out := make(map[string]any, len(doc))
-	for k, v := range doc {
-		out[k] = v
-	}
-	m := make(map[string]any, len(meta))
-	for k, v := range meta {
-		if k != "labels" && k != "annotations" {
-			m[k] = v
-		}
-	}
-	out["metadata"] = m
 	return out
 }
 
@@ -1073,20 +1211,6 @@ func (c *Controller) apply(ctx context.Context, key object.Key, desired map[stri
 // FieldManager is the server-side apply field manager of an operator's
 // Applier targets.
 func FieldManager(operator string) string { return "dcontroller-" + operator }
-
-func mergeStrings(base, over map[string]string) map[string]string {
-	if len(base) == 0 && len(over) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(base)+len(over))
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range over {
-		out[k] = v
-	}
-	return out
-}
 
 // NamespaceLocal reports whether the controller's pipeline never combines
 // objects of two namespaces (pipeline.Pipeline.NamespaceLocal), as a

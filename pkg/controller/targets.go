@@ -121,24 +121,76 @@ func sortedStrings(set map[string]bool) []string {
 // (its labels and annotations), without the owner and managed-metadata
 // annotations.
 func outputKeys(outLabels, outAnns map[string]string) managedKeys {
-	labels := map[string]bool{}
-	for k := range outLabels {
-		labels[k] = true
+	var m managedKeys
+	if len(outLabels) > 0 {
+		m.Labels = make([]string, 0, len(outLabels))
+		for k := range outLabels {
+			m.Labels = append(m.Labels, k)
+		}
+		sort.Strings(m.Labels)
 	}
-	anns := map[string]bool{}
 	for k := range outAnns {
 		if k != opv1a1.OwnerAnnotation && k != ManagedMetadataAnnotation {
-			anns[k] = true
+			m.Annotations = append(m.Annotations, k)
 		}
 	}
-	return managedKeys{Labels: sortedStrings(labels), Annotations: sortedStrings(anns)}
+	sort.Strings(m.Annotations)
+	return m
+}
+
+// keysOfRecord returns the label and annotation keys of rec, a
+// ManagedMetadataAnnotation value this controller wrote, as
+// parseManagedKeys does; cur are the keys of the record curRecord being
+// written, which are reused when rec differs from it by the output digest
+// alone.
+func keysOfRecord(rec, curRecord string, cur managedKeys) managedKeys {
+	if rec == "" {
+		return managedKeys{}
+	}
+	if p, ok := recordLists(rec); ok {
+		if q, ok := recordLists(curRecord); ok && p == q {
+			return managedKeys{Labels: cur.Labels, Annotations: cur.Annotations}
+		}
+	}
+	return parseManagedKeys(map[string]string{ManagedMetadataAnnotation: rec})
+}
+
+// recordLists returns the part of a record as managedKeys.encode writes it
+// before its output digest (`{"labels":[...],` or `{`), ok when the rest
+// is a digest of 16 hex digits and the closing brace.
+func recordLists(rec string) (string, bool) {
+	const field = `"output":"`
+	i := strings.LastIndex(rec, field)
+	if i < 0 {
+		return "", false
+	}
+	rest := rec[i+len(field):]
+	if len(rest) != 16+2 || rest[16:] != `"}` {
+		return "", false
+	}
+	for j := 0; j < 16; j++ {
+		if c := rest[j]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return "", false
+		}
+	}
+	return rec[:i], true
 }
 
 // mergeManaged returns existing with the keys in prev that out no longer
-// sets removed and out laid over it, and the keys it removed that existing
-// still had.
-func mergeManaged(existing, out map[string]string, prev []string) (map[string]string, []string) {
-	merged := mergeStrings(existing, out)
+// sets removed and out laid over it (nil when empty), as the value of a
+// metadata map of an unstructured object, and the keys it removed that
+// existing still had.
+func mergeManaged(existing, out map[string]string, prev []string) (map[string]any, []string) {
+	if len(existing) == 0 && len(out) == 0 {
+		return nil, nil
+	}
+	merged := make(map[string]any, len(existing)+len(out))
+	for k, v := range existing {
+		merged[k] = v
+	}
+	for k, v := range out {
+		merged[k] = v
+	}
 	var removed []string
 	for _, k := range prev {
 		if _, keep := out[k]; keep {
