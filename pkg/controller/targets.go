@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,14 +52,6 @@ type managedKeys struct {
 
 func (m managedKeys) empty() bool {
 	return len(m.Labels) == 0 && len(m.Annotations) == 0 && m.Output == ""
-}
-
-// outputDigest is the first 16 hex digits of the SHA-256 of doc's JSON
-// encoding (map keys sorted, so equal documents have equal digests).
-func outputDigest(doc map[string]any) string {
-	b, _ := json.Marshal(doc)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
 }
 
 // withoutMetadata returns doc without its metadata.

@@ -1,0 +1,133 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"hash"
+	"slices"
+	"strconv"
+)
+
+// outputDigest is the first 16 hex digits of the SHA-256 of doc's JSON
+// encoding by encoding/json (map keys sorted, so equal documents have
+// equal digests; the digest of a document encoding/json cannot encode is
+// that of no bytes). The digest is recorded on written objects
+// (ManagedMetadataAnnotation), so the bytes hashed must stay those of
+// json.Marshal: digestWriter streams them into the hash without building
+// the encoding, and hands what it has no fast path for to json.Marshal.
+func outputDigest(doc map[string]any) string {
+	d := digestWriter{h: sha256.New()}
+	d.value(doc)
+	if d.failed {
+		d.h.Reset()
+	} else {
+		d.flush()
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(d.h.Sum(sum[:0])[:8])
+}
+
+// digestWriter writes the json.Marshal encoding of a JSON-model value into
+// a hash, through a buffer.
+type digestWriter struct {
+	h      hash.Hash
+	buf    []byte
+	keys   []string // reused for sorting map keys
+	failed bool     // json.Marshal would have failed
+}
+
+func (d *digestWriter) flush() {
+	d.h.Write(d.buf)
+	d.buf = d.buf[:0]
+}
+
+func (d *digestWriter) byte(b byte) {
+	if len(d.buf) >= 512 {
+		d.flush()
+	}
+	d.buf = append(d.buf, b)
+}
+
+func (d *digestWriter) value(v any) {
+	if d.failed {
+		return
+	}
+	if len(d.buf) >= 512 {
+		d.flush()
+	}
+	switch x := v.(type) {
+	case nil:
+		d.buf = append(d.buf, "null"...)
+	case string:
+		d.string(x)
+	case bool:
+		d.buf = strconv.AppendBool(d.buf, x)
+	case int64:
+		d.buf = strconv.AppendInt(d.buf, x, 10)
+	case map[string]any:
+		if x == nil {
+			d.buf = append(d.buf, "null"...)
+			return
+		}
+		start := len(d.keys)
+		for k := range x {
+			d.keys = append(d.keys, k)
+		}
+		keys := d.keys[start:]
+		slices.Sort(keys)
+		d.byte('{')
+		for i, k := range keys {
+			if i > 0 {
+				d.byte(',')
+			}
+			d.string(k)
+			d.byte(':')
+			d.value(x[k])
+		}
+		d.byte('}')
+		clear(keys)
+		d.keys = d.keys[:start]
+	case []any:
+		if x == nil {
+			d.buf = append(d.buf, "null"...)
+			return
+		}
+		d.byte('[')
+		for i, e := range x {
+			if i > 0 {
+				d.byte(',')
+			}
+			d.value(e)
+		}
+		d.byte(']')
+	default:
+		d.marshal(v)
+	}
+}
+
+// string writes a JSON string as encoding/json does (HTML characters
+// escaped); strings that need any escape go through json.Marshal.
+func (d *digestWriter) string(s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			d.marshal(s)
+			return
+		}
+	}
+	if len(d.buf)+len(s) > 512 {
+		d.flush()
+	}
+	d.buf = append(d.buf, '"')
+	d.buf = append(d.buf, s...)
+	d.buf = append(d.buf, '"')
+}
+
+func (d *digestWriter) marshal(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		d.failed = true
+		return
+	}
+	d.buf = append(d.buf, b...)
+}
