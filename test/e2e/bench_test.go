@@ -264,6 +264,12 @@ type dctlProcess struct {
 // free loopback ports) plus args, and waits until it is ready.
 func startDctlB(b *testing.B, args ...string) *dctlProcess {
 	b.Helper()
+	return startDctlBin(b, dctlBin, args...)
+}
+
+// startDctlBin is startDctlB with the dctl binary at bin.
+func startDctlBin(b *testing.B, bin string, args ...string) *dctlProcess {
+	b.Helper()
 	health := benchFreeAddr(b)
 	p := &dctlProcess{logs: &bytes.Buffer{}, exited: make(chan error, 1)}
 	full := []string{"start", "--kubeconfig", kubeconfig, "--health-addr", health, "--metrics-addr", "0",
@@ -272,7 +278,7 @@ func startDctlB(b *testing.B, args ...string) *dctlProcess {
 		p.pprof = benchFreeAddr(b)
 		full = append(full, "--pprof-address", p.pprof)
 	}
-	p.cmd = exec.Command(dctlBin, append(full, args...)...)
+	p.cmd = exec.Command(bin, append(full, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -300,24 +306,67 @@ func startDctlB(b *testing.B, args ...string) *dctlProcess {
 	}
 }
 
-// peakRSS is the process's peak resident set size in bytes (VmHWM).
+// peakRSS is the process's peak resident set size in bytes (VmHWM). It
+// counts the pages of the binary's file mapped into the process (RssFile:
+// code and read-only data, shared with the page cache) as well as its own
+// memory (RssAnon).
 func (p *dctlProcess) peakRSS(b *testing.B) int64 {
 	b.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	return p.status(b, "VmHWM:")
+}
+
+// status reads a size field of the process's /proc/PID/status ("VmHWM:",
+// "RssAnon:") in bytes.
+func (p *dctlProcess) status(b *testing.B, field string) int64 {
+	b.Helper()
+	n, err := procStatus(p.cmd.Process.Pid, field)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return n
+}
+
+// procStatus reads a size field of /proc/PID/status in bytes.
+func procStatus(pid int, field string) (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == field {
 			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb << 10
+			return kb << 10, err
 		}
 	}
-	b.Fatalf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
-	return 0
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// sampleAnon samples the process's RssAnon (its own memory, without the
+// binary's file pages) every 20ms until the returned function is called,
+// which returns the largest sample in bytes.
+func (p *dctlProcess) sampleAnon() (peak func() int64) {
+	var high atomic.Int64
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if n, err := procStatus(p.cmd.Process.Pid, "RssAnon:"); err == nil && n > high.Load() {
+				high.Store(n)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		<-stopped
+		return high.Load()
+	}
 }
 
 // profile saves, in the background, a CPU profile of the next d, then a

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -417,6 +418,22 @@ spec:
 // hookBenchParents is the parent count of BenchmarkHookControllerAtServerRate.
 const hookBenchParents = 1000
 
+// benchBaselineEnv names another dctl binary (say, built from an earlier
+// commit) that BenchmarkHookControllerAtServerRate runs too, on its own
+// namespace right before the tree's binary, so that both are measured
+// against the same plain loop in one run.
+const benchBaselineEnv = "DCTL_BENCH_BASELINE"
+
+// hookRun is what one dctl binary measured in
+// BenchmarkHookControllerAtServerRate.
+type hookRun struct {
+	elapsed time.Duration // the CompositeController's creation to every parent settled
+	calls   float64       // hook calls per parent until quiet
+	rss     int64         // peak RSS (VmHWM), bytes
+	idleRSS int64         // VmHWM when ready, before the CompositeController
+	anon    int64         // peak RssAnon sampled during the run, bytes
+}
+
 // BenchmarkHookControllerAtServerRate runs a CompositeController of 1,000
 // parents with 3 ConfigMap children each and an instant hook whose status
 // counts the children it observed, on the real `dctl start` binary with its
@@ -428,10 +445,13 @@ const hookBenchParents = 1000
 // loop is timed from its first write, dctl from the CompositeController's
 // creation (with the manager already running) to every parent's
 // status.children being 3, seen on a watch. Reported: both times, their
-// ratio (target <= 1.2, checked), hook calls per parent, and the dctl
-// process's peak RSS (VmHWM; target <= 50 MiB, checked). With
+// ratio (target <= 1.2, checked), hook calls per parent, the dctl
+// process's peak RSS (VmHWM; target <= 50 MiB, checked) and its peak
+// RssAnon (VmHWM less the binary's file pages, sampled). With
 // DCTL_BENCH_PPROF_DIR set, CPU and heap profiles of the manager are saved
-// there. Run with -benchtime=1x.
+// there; with DCTL_BENCH_BASELINE set to another dctl binary, that one is
+// measured too, right before, and reported with the suffix -baseline. Run
+// with -benchtime=1x.
 func BenchmarkHookControllerAtServerRate(b *testing.B) {
 	ctx := context.Background()
 	benchKubectl(b, crdYAML("BenchParent", "benchparents", "Namespaced"), "apply", "-f", "-")
@@ -440,13 +460,12 @@ func BenchmarkHookControllerAtServerRate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	baseline := os.Getenv(benchBaselineEnv)
 	for i := 0; i < b.N; i++ {
 		suffix := fmt.Sprintf("%d-%d", time.Now().Unix()%100000, i)
-		plainNS, dctlNS := "bench-hp-"+suffix, "bench-hd-"+suffix
+		plainNS, dctlNS, baseNS := "bench-hp-"+suffix, "bench-hd-"+suffix, "bench-hb-"+suffix
 		benchKubectl(b, "", "create", "namespace", plainNS)
-		benchKubectl(b, "", "create", "namespace", dctlNS)
 		plainParents := createBenchParents(b, c, plainNS, hookBenchParents)
-		createBenchParents(b, c, dctlNS, hookBenchParents)
 
 		// The plain loop: per parent, its 3 children and then its status.
 		start := time.Now()
@@ -470,18 +489,68 @@ func BenchmarkHookControllerAtServerRate(b *testing.B) {
 		plain := time.Since(start)
 		// Only dctl's parents and children stay, so its cache holds what it
 		// serves.
-		for _, obj := range []client.Object{benchList("v1", "ConfigMap"), benchList("e2e.dcontroller.io/v1", "BenchParent")} {
-			if err := c.DeleteAllOf(ctx, obj, client.InNamespace(plainNS)); err != nil {
-				b.Fatal(err)
-			}
-		}
+		deleteBenchNS(b, c, plainNS)
 
-		h := &benchHook{seen: map[string]bool{}}
-		srv := httptest.NewServer(h)
-		proc := startDctlB(b)
-		idleRSS := proc.peakRSS(b)
-		sw := watchSettled(b, dctlNS)
-		cc := fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+		if baseline != "" {
+			base := runHookDctl(b, c, baseline, baseNS, "hooks-baseline")
+			deleteBenchNS(b, c, baseNS)
+			b.Logf("baseline %s: dctl %v (%.2fx the plain loop); %.2f hook calls per parent; peak RSS %d MiB (%d MiB when ready), peak RssAnon %d MiB",
+				baseline, base.elapsed.Round(time.Millisecond), base.elapsed.Seconds()/plain.Seconds(), base.calls, base.rss>>20, base.idleRSS>>20, base.anon>>20)
+			b.ReportMetric(base.elapsed.Seconds(), "s-dctl-baseline")
+			b.ReportMetric(base.elapsed.Seconds()/plain.Seconds(), "time-ratio-baseline")
+			b.ReportMetric(base.calls, "calls/parent-baseline")
+			b.ReportMetric(float64(base.rss)/(1<<20), "peak-RSS-MiB-baseline")
+			b.ReportMetric(float64(base.anon)/(1<<20), "peak-anon-MiB-baseline")
+		}
+		run := runHookDctl(b, c, dctlBin, dctlNS, "hooks")
+
+		ratio := run.elapsed.Seconds() / plain.Seconds()
+		b.Logf("plain loop %v with %d workers; dctl %v; %.2f hook calls per parent; peak RSS %d MiB (%d MiB when ready, before the CompositeController), peak RssAnon %d MiB",
+			plain.Round(time.Millisecond), metacontroller.DefaultWorkers, run.elapsed.Round(time.Millisecond), run.calls, run.rss>>20, run.idleRSS>>20, run.anon>>20)
+		b.ReportMetric(plain.Seconds(), "s-plain")
+		b.ReportMetric(run.elapsed.Seconds(), "s-dctl")
+		b.ReportMetric(ratio, "time-ratio")
+		b.ReportMetric(run.calls, "calls/parent")
+		b.ReportMetric(float64(run.rss)/(1<<20), "peak-RSS-MiB")
+		b.ReportMetric(float64(run.idleRSS)/(1<<20), "ready-RSS-MiB")
+		b.ReportMetric(float64(run.anon)/(1<<20), "peak-anon-MiB")
+		if ratio > 1.2 {
+			b.Errorf("dctl took %.2fx the plain loop's time (%v vs %v), want <= 1.2x", ratio,
+				run.elapsed.Round(time.Millisecond), plain.Round(time.Millisecond))
+		}
+		if run.rss > 50<<20 {
+			b.Errorf("dctl's peak RSS is %d MiB, want <= 50 MiB", run.rss>>20)
+		}
+	}
+}
+
+// deleteBenchNS deletes the ConfigMaps and BenchParents of ns.
+func deleteBenchNS(b *testing.B, c client.Client, ns string) {
+	b.Helper()
+	for _, obj := range []client.Object{benchList("v1", "ConfigMap"), benchList("e2e.dcontroller.io/v1", "BenchParent")} {
+		if err := c.DeleteAllOf(context.Background(), obj, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// runHookDctl creates hookBenchParents parents in a new namespace ns, runs
+// the dctl binary bin, creates the CompositeController and measures until
+// every parent's status.children is 3; profiles are named after name.
+func runHookDctl(b *testing.B, c client.Client, bin, ns, name string) hookRun {
+	b.Helper()
+	ctx := context.Background()
+	benchKubectl(b, "", "create", "namespace", ns)
+	createBenchParents(b, c, ns, hookBenchParents)
+	h := &benchHook{seen: map[string]bool{}}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	proc := startDctlBin(b, bin)
+	var r hookRun
+	r.idleRSS = proc.peakRSS(b)
+	anon := proc.sampleAnon()
+	sw := watchSettled(b, ns)
+	cc := fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
 metadata: {name: %s}
 spec:
@@ -497,56 +566,38 @@ spec:
   hooks:
     sync:
       webhook: {url: %s}
-`, dctlNS, dctlNS, srv.URL)
-		ccObj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(cc), &ccObj.Object); err != nil {
-			b.Fatal(err)
-		}
-		start = time.Now()
-		proc.profile(b, "hooks", 10*time.Second)
-		if err := c.Create(ctx, ccObj); err != nil {
-			b.Fatal(err)
-		}
-		if n := sw.wait(hookBenchParents, 10*time.Minute); n < hookBenchParents {
-			b.Fatalf("only %d of %d parents with status.children 3 after 10m", n, hookBenchParents)
-		}
-		withDctl := time.Since(start)
-		sw.stop()
-		h.quiet(3 * time.Second)
-		rss := proc.peakRSS(b)
-		calls := float64(h.calls.Load()) / hookBenchParents
-		if err := c.Delete(ctx, ccObj); err != nil {
-			b.Error(err)
-		}
-		proc.stop(b)
-		srv.Close()
-		l := &unstructured.UnstructuredList{}
-		l.SetAPIVersion("v1")
-		l.SetKind("ConfigMapList")
-		if err := c.List(ctx, l, client.InNamespace(dctlNS), client.HasLabels{metacontroller.ControllerUIDLabel}); err != nil {
-			b.Fatal(err)
-		}
-		if len(l.Items) != hookBenchParents*benchChildren {
-			b.Errorf("dctl made %d children, want %d", len(l.Items), hookBenchParents*benchChildren)
-		}
-
-		ratio := withDctl.Seconds() / plain.Seconds()
-		b.Logf("plain loop %v with %d workers; dctl %v; %.2f hook calls per parent; peak RSS %d MiB (%d MiB when ready, before the CompositeController)",
-			plain.Round(time.Millisecond), metacontroller.DefaultWorkers, withDctl.Round(time.Millisecond), calls, rss>>20, idleRSS>>20)
-		b.ReportMetric(plain.Seconds(), "s-plain")
-		b.ReportMetric(withDctl.Seconds(), "s-dctl")
-		b.ReportMetric(ratio, "time-ratio")
-		b.ReportMetric(calls, "calls/parent")
-		b.ReportMetric(float64(rss)/(1<<20), "peak-RSS-MiB")
-		b.ReportMetric(float64(idleRSS)/(1<<20), "ready-RSS-MiB")
-		if ratio > 1.2 {
-			b.Errorf("dctl took %.2fx the plain loop's time (%v vs %v), want <= 1.2x", ratio,
-				withDctl.Round(time.Millisecond), plain.Round(time.Millisecond))
-		}
-		if rss > 50<<20 {
-			b.Errorf("dctl's peak RSS is %d MiB, want <= 50 MiB", rss>>20)
-		}
+`, ns, ns, srv.URL)
+	ccObj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(cc), &ccObj.Object); err != nil {
+		b.Fatal(err)
 	}
+	start := time.Now()
+	proc.profile(b, name, 10*time.Second)
+	if err := c.Create(ctx, ccObj); err != nil {
+		b.Fatal(err)
+	}
+	if n := sw.wait(hookBenchParents, 10*time.Minute); n < hookBenchParents {
+		b.Fatalf("only %d of %d parents with status.children 3 after 10m", n, hookBenchParents)
+	}
+	r.elapsed = time.Since(start)
+	sw.stop()
+	h.quiet(3 * time.Second)
+	r.rss, r.anon = proc.peakRSS(b), anon()
+	r.calls = float64(h.calls.Load()) / hookBenchParents
+	if err := c.Delete(ctx, ccObj); err != nil {
+		b.Error(err)
+	}
+	proc.stop(b)
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion("v1")
+	l.SetKind("ConfigMapList")
+	if err := c.List(ctx, l, client.InNamespace(ns), client.HasLabels{metacontroller.ControllerUIDLabel}); err != nil {
+		b.Fatal(err)
+	}
+	if len(l.Items) != hookBenchParents*benchChildren {
+		b.Errorf("%s made %d children, want %d", bin, len(l.Items), hookBenchParents*benchChildren)
+	}
+	return r
 }
 
 // benchList is an empty unstructured object of a kind, for DeleteAllOf.
