@@ -450,9 +450,14 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 		errs = append(errs, c.manage(ctx, parent, c.children, observed, desired, w)...)
 	}
 	// observedGeneration goes with the hook's status; a null status (left
-	// alone, at most our condition changes) keeps the one there is.
-	cur, err := c.writeStatus(ctx, parent, resultStatus(parent, resp.Status, errs), resp.Status != nil, w)
-	if err != nil {
+	// alone, at most our condition changes) keeps the one there is. A
+	// status computed before the children this sync wrote exist is not
+	// written when the follow-up will send the hook those children and
+	// write the status it answers then (deferStatus).
+	cur := parent
+	if c.deferStatus(finalizing, parent, w, errs) {
+		c.log.V(2).Info("status left to the follow-up", "parent", pk.String(), "writes", len(w))
+	} else if cur, err = c.writeStatus(ctx, parent, resultStatus(parent, resp.Status, errs), resp.Status != nil, w); err != nil {
 		parentErrs = append(parentErrs, err)
 		c.statusRefused(ctx, parent, err, w)
 	}
@@ -474,6 +479,24 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 	}
 	c.synced(st, fp)
 	return nil
+}
+
+// deferStatus reports whether a sync that wrote w (and failed the child
+// writes errs) leaves the parent's status to its follow-up: the follow-up
+// is on (SyncAfterWritesAnnotation), the sync wrote at least one object
+// other than the parent and every child write succeeded, so the parent is
+// synced again as soon as the events of those writes arrive (or
+// expectationTimeout after the writes, if they never do) and the hook's
+// answer to what it then observes is written. The hook's answer now was
+// computed from children that are being written; writing it would cost a
+// status write, its event and a watch notification per parent for a
+// status the follow-up replaces. Finalizing syncs and rolling updates
+// write it: their follow-ups may wait for other objects.
+func (c *composite) deferStatus(finalizing bool, parent *unstructured.Unstructured, w writes, errs []error) bool {
+	if !c.followUp || finalizing || c.rolling || len(errs) > 0 {
+		return false
+	}
+	return len(w) > 1 || (len(w) == 1 && !hasRef(w, parent))
 }
 
 func hasRef(w writes, o *unstructured.Unstructured) bool {

@@ -287,3 +287,37 @@ func TestFollowUpAnnotation(t *testing.T) {
 		}
 	}
 }
+
+func TestDeferStatus(t *testing.T) {
+	parent := u("e2e.dcontroller.io/v1", "BenchParent", "ns", "p", "5")
+	child := u("v1", "ConfigMap", "ns", "p-0", "6")
+	withChild := writes{refOf(child): "6"}
+	both := writes{refOf(child): "6", refOf(parent): "7"}
+	onlyParent := writes{refOf(parent): "7"}
+	failed := []error{errors.New("creating ConfigMap ns/p-1: refused")}
+	for _, tc := range []struct {
+		name       string
+		followUp   bool
+		rolling    bool
+		finalizing bool
+		w          writes
+		errs       []error
+		want       bool
+	}{
+		{"child written, follow-up on", true, false, false, withChild, nil, true},
+		{"child and parent written", true, false, false, both, nil, true},
+		{"nothing written", true, false, false, writes{}, nil, false},
+		{"only the parent written", true, false, false, onlyParent, nil, false},
+		{"follow-up off", false, false, false, withChild, nil, false},
+		{"a child write failed", true, false, false, withChild, failed, false},
+		{"finalizing", true, false, true, withChild, nil, false},
+		{"rolling update", true, true, false, withChild, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &composite{engine: &engine{followUp: tc.followUp}, rolling: tc.rolling}
+			if got := c.deferStatus(tc.finalizing, parent, tc.w, tc.errs); got != tc.want {
+				t.Errorf("deferStatus = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
