@@ -175,6 +175,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("discovering %s.%s: %w", kind, mcv1a1.GroupName, err)
 		}
 	}
+	// The informers of the controller kinds start with the cache, which
+	// the manager's readiness check waits for (operator.NewManager): a
+	// controller object created once the manager is ready is reconciled
+	// right away instead of queued until the controllers have started.
+	for _, o := range []client.Object{&mcv1a1.CompositeController{}, &mcv1a1.DecoratorController{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, o); err != nil {
+			return fmt.Errorf("watching %T: %w", o, err)
+		}
+	}
 	// A label change may move a controller into or out of TargetSelector.
 	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
 		predicate.LabelChangedPredicate{}))

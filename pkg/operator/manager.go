@@ -1,7 +1,10 @@
 package operator
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"sync/atomic"
 	"time"
@@ -115,7 +118,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 			return nil, nil, err
 		}
-		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		if err := mgr.AddReadyzCheck("readyz", cacheSynced(mgr.GetCache())); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -134,6 +137,29 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 	})
 	rt.received = received
 	return mgr, rt, nil
+}
+
+// cacheSynced is the manager's readiness check: ready once every informer
+// of the cache (those created before it started: the kinds of the
+// manager's own controllers, such as CompositeController) has delivered
+// its initial list, so that an object created after /readyz answers 200
+// is seen by a running controller. It stays ready afterwards: an informer
+// added later (an Operator's watch of a kind it may not list) does not take
+// the manager out of service. Each check waits at most 100ms.
+func cacheSynced(c cache.Cache) healthz.Checker {
+	var synced atomic.Bool
+	return func(req *http.Request) error {
+		if synced.Load() {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("the informer cache has not synced yet")
+		}
+		synced.Store(true)
+		return nil
+	}
 }
 
 // watchCounter counts the objects the manager's informers receive from the
