@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -41,6 +42,24 @@ type Route struct {
 // forwarded request is never forwarded again (a handover in flight
 // answers 503 instead of bouncing).
 const ForwardedHeader = "X-Dcontroller-Forwarded-By"
+
+// credentialsKey is the request context key of the client's Authorization
+// header, kept by keepCredentials for forwarding.
+type credentialsKey struct{}
+
+// keepCredentials keeps the Authorization header of a request in its
+// context. The authentication filter of k8s.io/apiserver deletes the
+// header once it has checked it, but a request forwarded to another member
+// must carry it: that member authenticates and authorizes the client
+// again, as it would if the client had asked it directly.
+func keepCredentials(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if v := req.Header.Get("Authorization"); v != "" {
+			req = req.WithContext(context.WithValue(req.Context(), credentialsKey{}, v))
+		}
+		h.ServeHTTP(w, req)
+	})
+}
 
 // viewOperator returns the operator whose views group names, or false for
 // a group that is not a view group.
@@ -125,6 +144,9 @@ func (s *Server) forward(w http.ResponseWriter, req *http.Request, op string, ro
 			// against the same accepted hosts as this one did.
 			pr.Out.Host = pr.In.Host
 			pr.Out.Header.Set(ForwardedHeader, s.fwd.self)
+			if v, ok := pr.In.Context().Value(credentialsKey{}).(string); ok {
+				pr.Out.Header.Set("Authorization", v)
+			}
 		},
 		Transport: s.fwd.transport,
 		// Watches stream: flush every event at once.

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -18,8 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/dcontroller/dcontroller/pkg/auth"
 	"github.com/dcontroller/dcontroller/pkg/view"
 )
 
@@ -153,4 +158,103 @@ func selfSigned(t *testing.T) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestForwardProductionCredentials: in production mode a member forwards a
+// request with the client's bearer token, so the member holding the views
+// authenticates and authorizes the client itself: a token granting the
+// views reads them through either member, a token granting nothing is
+// refused (403) by the holder, and no token is refused (401) before any
+// forwarding.
+func TestForwardProductionCredentials(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM, err := auth.GenerateKeys(auth.KeyOptions{Hostnames: []string{"localhost", "127.0.0.1"}, Type: auth.ECDSA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := auth.ParsePrivateKeyPEM(keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := func() []schema.GroupVersionKind { return []schema.GroupVersionKind{summaryGVK} }
+	start := func(store *view.Store, opts Options) *Server {
+		t.Helper()
+		opts.Addr, opts.Mode, opts.CertFile, opts.KeyFile, opts.Store, opts.Kinds = "127.0.0.1:0", Production, certFile, keyFile, store, kinds
+		s, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return s
+	}
+	owner := view.NewStore()
+	if _, err := owner.Create(summary("default", "a", map[string]any{"k": "from-b"})); err != nil {
+		t.Fatal(err)
+	}
+	b := start(owner, Options{Member: "b", Route: func(string, string) Route { return Route{Local: true} }})
+	a := start(view.NewStore(), Options{Member: "a", Route: func(op, _ string) Route {
+		if op != "op" {
+			return Route{Local: true}
+		}
+		return Route{Member: "b", Address: b.Addr()}
+	}})
+
+	token := func(rules []rbacv1.PolicyRule) string {
+		t.Helper()
+		tok, err := auth.IssueToken(key, auth.Claims{Username: "alice", Namespaces: []string{auth.AllNamespaces}, Rules: rules,
+			RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	reader := token([]rbacv1.PolicyRule{{APIGroups: []string{"op.view.dcontroller.io"}, Resources: []string{"summaries"}, Verbs: []string{"get", "list"}}})
+	nobody := token(nil)
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	do := func(base, tok, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "https://"+base+path, nil)
+		req.Header.Set("Accept", "application/json")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	path := "/apis/op.view.dcontroller.io/v1alpha1/namespaces/default/summaries"
+	waitFor(t, "both members serve the views", func() bool {
+		ca, _ := do(a.Addr(), reader, path+"/a")
+		cb, _ := do(b.Addr(), reader, path+"/a")
+		return ca == 200 && cb == 200
+	})
+	if code, body := do(a.Addr(), reader, path+"/a"); code != 200 || !strings.Contains(body, "from-b") {
+		t.Errorf("get through the other member: %d %s", code, body)
+	}
+	if code, body := do(a.Addr(), reader, path); code != 200 || !strings.Contains(body, `"name":"a"`) {
+		t.Errorf("list through the other member: %d %s", code, body)
+	}
+	if code, body := do(a.Addr(), nobody, path+"/a"); code != 403 {
+		t.Errorf("a token granting nothing, through the other member: %d %s", code, body)
+	}
+	if code, body := do(a.Addr(), "", path+"/a"); code != 401 {
+		t.Errorf("no token, through the other member: %d %s", code, body)
+	}
 }

@@ -233,15 +233,24 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	s.listener = ln
+	var hosts *hostFilter
 	if opts.Mode == Development || isLoopback(ln.Addr()) || len(opts.AcceptHosts) > 0 {
-		hosts, err := newHostFilter(append(append([]string{}, DefaultAcceptHosts...), opts.AcceptHosts...))
-		if err != nil {
+		if hosts, err = newHostFilter(append(append([]string{}, DefaultAcceptHosts...), opts.AcceptHosts...)); err != nil {
 			_ = ln.Close()
 			return nil, fmt.Errorf("apiserver: %w", err)
 		}
-		cfg.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
-			return hosts.wrap(genericapiserver.DefaultBuildHandlerChain(h, c))
+	}
+	cfg.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
+		chain := genericapiserver.DefaultBuildHandlerChain(h, c)
+		if s.fwd != nil {
+			// Outside the authentication filter, which drops the
+			// credentials once they are checked.
+			chain = keepCredentials(chain)
 		}
+		if hosts != nil {
+			chain = hosts.wrap(chain)
+		}
+		return chain
 	}
 	cfg.ExternalAddress = ln.Addr().String()
 	if opts.Mode == Production {
