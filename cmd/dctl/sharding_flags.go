@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -51,9 +57,30 @@ func (s *shardingFlags) register(cmd *cobra.Command) {
 }
 
 // validate checks the flags against each other and the manager flags.
-func (s *shardingFlags) validate(f *managerFlags) error {
+func (s *shardingFlags) validate(f *managerFlags, fs *pflag.FlagSet) error {
 	if !s.enabled {
+		var set []string
+		fs.Visit(func(fl *pflag.Flag) {
+			if strings.HasPrefix(fl.Name, "sharding-") {
+				set = append(set, "--"+fl.Name)
+			}
+		})
+		if len(set) > 0 {
+			return fmt.Errorf("%s: the --sharding-* flags apply only with --sharding", strings.Join(set, ", "))
+		}
 		return nil
+	}
+	if s.address != "" {
+		host, port, err := net.SplitHostPort(s.address)
+		if err != nil {
+			return fmt.Errorf("--sharding-address %q: want HOST:PORT: %w", s.address, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return fmt.Errorf("--sharding-address %q: port %q is not a number in 1-65535", s.address, port)
+		}
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			return fmt.Errorf("--sharding-address %q: give the host or IP the other members reach this member at, not an unspecified address", s.address)
+		}
 	}
 	if f.leaderElect {
 		return errors.New("--sharding and --leader-elect exclude each other: with --sharding every replica is active and the Leases of the ring fence the work")
@@ -91,6 +118,13 @@ func (s *shardingFlags) newRing(cfg *rest.Config, f *managerFlags, rec events.Ev
 	ns := s.namespace
 	if ns == "" {
 		ns = f.leaderElectionNS
+	}
+	// The ring's Leases live there: a namespace that does not exist would
+	// only show as a lost member Lease later.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("the ring's namespace %q (--sharding-namespace, default --leader-election-namespace) does not exist: create it first", ns)
 	}
 	return sharding.New(sharding.Options{
 		Client: cs, Namespace: ns, Ring: s.ring, Identity: s.identity, Address: s.address,

@@ -53,7 +53,7 @@ Where dctl already had a flag for the same setting, both spellings set it
 			if err := mf.validate(cmd.Flags()); err != nil {
 				return err
 			}
-			if err := sf.validate(f); err != nil {
+			if err := sf.validate(f, cmd.Flags()); err != nil {
 				return err
 			}
 			log := mf.logger(cmd.Flags(), f, cmd.ErrOrStderr())
