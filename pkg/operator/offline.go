@@ -116,6 +116,14 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 				errs = append(errs, fmt.Errorf("operator %q: %w", op.Name, err))
 				continue
 			}
+			if op.Spec.Sharding == opv1a1.ShardByNamespace {
+				// As the manager checks it (checkNamespaceLocal), less the
+				// scope of the kinds, which needs the cluster's discovery.
+				if err := c.NamespaceLocal(); err != nil {
+					errs = append(errs, fmt.Errorf("operator %q: spec.sharding is Namespace, but %w", op.Name, err))
+					continue
+				}
+			}
 			o.controllers = append(o.controllers, &namedController{operator: op.Name, Controller: c})
 		}
 		if len(op.Spec.Controllers) == 0 {

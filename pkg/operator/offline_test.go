@@ -206,3 +206,32 @@ spec:
 		t.Fatalf("error %v", err)
 	}
 }
+
+// Offline runs refuse an Operator sharded by namespace whose pipeline
+// combines objects of two namespaces, as the manager does.
+func TestOfflineNamespaceShardingChecked(t *testing.T) {
+	ops, err := DecodeOperators(strings.NewReader(`apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: cross}
+spec:
+  sharding: Namespace
+  controllers:
+    - name: count
+      sources: [{kind: Pod}]
+      pipeline:
+        - "@gather": ["$.spec.nodeName", "$.metadata.name"]
+        - "@project": {metadata: {name: "$.spec.nodeName", namespace: default}}
+      target: {kind: PodsPerNode}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewOffline(ops, OfflineOptions{})
+	if err == nil || !strings.Contains(err.Error(), `operator "cross": spec.sharding is Namespace, but `) {
+		t.Fatalf("error %v", err)
+	}
+	ops[0].Spec.Sharding = ""
+	if _, err := NewOffline(ops, OfflineOptions{}); err != nil {
+		t.Fatalf("the same Operator not sharded: %v", err)
+	}
+}
