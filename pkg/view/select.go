@@ -98,12 +98,24 @@ func (s *Store) SetOptions(opts Options) {
 	opts = opts.withDefaults()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	was := s.opts.ServerMetadata
 	s.opts = opts
 	s.history.setBounds(opts.HistoryLimit, opts.HistoryBytes, opts.HistoryAge)
 	s.history.trim(time.Now())
 	s.resetExpiry()
 	if !opts.ServerMetadata {
 		return
+	}
+	// ResourceVersions continue from the time ServerMetadata was turned on, in
+	// nanoseconds since the Unix epoch, so that a version another store
+	// issued (a restarted manager, or another member of a ring that held
+	// the views before a handover) is older than this store's history or
+	// newer than its latest, and a watch resumed from it answers 410 Gone
+	// instead of missing changes: the client lists again, as Kubernetes
+	// API conventions ask of it.
+	if base := time.Now().UnixNano(); !was && s.rv < base {
+		s.rv = base
+		s.history.compacted = base
 	}
 	for _, objs := range s.objects {
 		for key, obj := range objs {

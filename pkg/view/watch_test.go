@@ -375,3 +375,35 @@ func TestServerMetadata(t *testing.T) {
 		t.Fatalf("update with another uid: %v", err)
 	}
 }
+
+// TestWatchFromAnotherServingStore: with ServerMetadata, resourceVersions
+// start at the time the store began serving, so a watch resumed on one
+// store from a version another store issued (a restarted manager, or the
+// member that held the views before a handover) answers 410 Gone, whether
+// that store began earlier or later, instead of replaying from a
+// position that means nothing here.
+func TestWatchFromAnotherServingStore(t *testing.T) {
+	earlier := NewStoreWithOptions(Options{ServerMetadata: true})
+	for _, n := range []string{"a", "b", "c"} {
+		mustCreate(t, earlier, labeled("default", n, nil))
+	}
+	time.Sleep(time.Millisecond)
+	later := NewStoreWithOptions(Options{ServerMetadata: true})
+	mustCreate(t, later, labeled("default", "a", nil))
+	rvOf := func(s *Store) string { return s.ResourceVersion() }
+	for _, c := range []struct {
+		name     string
+		from, at *Store
+	}{{"from an earlier store", earlier, later}, {"from a later store", later, earlier}} {
+		if _, err := c.at.Watch(podGVK, WatchOptions{ResourceVersion: rvOf(c.from)}); !apierrors.IsResourceExpired(err) {
+			t.Errorf("%s: watch from %s: %v, want 410 Gone", c.name, rvOf(c.from), err)
+		}
+	}
+	// A store's own versions still resume, also after its options change.
+	earlier.SetOptions(Options{ServerMetadata: true, HistoryLimit: 100})
+	w, err := earlier.Watch(podGVK, WatchOptions{ResourceVersion: rvOf(earlier)})
+	if err != nil {
+		t.Fatalf("resuming from the store's own version: %v", err)
+	}
+	w.Stop()
+}
