@@ -899,9 +899,13 @@ func (c *Controller) get(ctx context.Context, key object.Key) (*unstructured.Uns
 }
 
 // droppedFields reports whether next no longer sets a path prev set (a
-// leaf, or a map, empty ones included).
-func droppedFields(prev, next map[string]any) bool {
+// leaf, or a map, empty ones included); the keys in skip are left out at
+// the top level.
+func droppedFields(prev, next map[string]any, skip ...string) bool {
 	for k, v := range prev {
+		if slices.Contains(skip, k) {
+			continue
+		}
 		nv, ok := next[k]
 		if !ok {
 			return true
@@ -1045,38 +1049,20 @@ func setMetadataMap(doc map[string]any, field string, m map[string]any) {
 // tracks those by key (see ManagedMetadataAnnotation), and a key someone
 // else removed is no reason to write.
 func droppedOutsideMetadataMaps(prev, next map[string]any) bool {
-	for k, v := range prev {
-		nv, ok := next[k]
-		if !ok {
-			return true
-		}
-		sub, isMap := v.(map[string]any)
-		nsub, nIsMap := nv.(map[string]any)
-		if !isMap || !nIsMap {
-			continue
-		}
-		if k != "metadata" {
-			if droppedFields(sub, nsub) {
-				return true
-			}
-			continue
-		}
-		for mk, mv := range sub {
-			if mk == "labels" || mk == "annotations" {
-				continue
-			}
-			nmv, ok := nsub[mk]
-			if !ok {
-				return true
-			}
-			msub, isMap := mv.(map[string]any)
-			nmsub, nIsMap := nmv.(map[string]any)
-			if isMap && nIsMap && droppedFields(msub, nmsub) {
-				return true
-			}
-		}
+	meta, ok := prev["metadata"]
+	if !ok {
+		return droppedFields(prev, next)
 	}
-	return false
+	nmeta, ok := next["metadata"]
+	if !ok {
+		return true
+	}
+	sub, isMap := meta.(map[string]any)
+	nsub, nIsMap := nmeta.(map[string]any)
+	if isMap && nIsMap && droppedFields(sub, nsub, "labels", "annotations") {
+		return true
+	}
+	return droppedFields(prev, next, "metadata")
 }
 
 // stripServerFields returns doc without the metadata fields the API server
