@@ -627,14 +627,24 @@ func (r *Ring) callHandlers(acquired, released BucketSet) {
 	}
 }
 
-// observe records a member Lease's resourceVersion change at now.
-func (r *Ring) observe(obj any, now time.Time) {
+// peerLease returns obj as the member Lease of another member of this
+// ring and that member's identity, or false for any other object.
+func (r *Ring) peerLease(obj any) (*coordinationv1.Lease, string, bool) {
 	le, ok := obj.(*coordinationv1.Lease)
 	if !ok || le.Labels[LabelRole] != roleMember {
-		return
+		return nil, "", false
 	}
 	id, ok := memberOf(r.opts.Ring, le.Name)
 	if !ok || id == r.opts.Identity {
+		return nil, "", false
+	}
+	return le, id, true
+}
+
+// observe records a member Lease's resourceVersion change at now.
+func (r *Ring) observe(obj any, now time.Time) {
+	le, id, ok := r.peerLease(obj)
+	if !ok {
 		return
 	}
 	d := r.opts.LeaseDuration
@@ -656,12 +666,8 @@ func (r *Ring) forget(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	le, ok := obj.(*coordinationv1.Lease)
-	if !ok || le.Labels[LabelRole] != roleMember {
-		return
-	}
-	id, ok := memberOf(r.opts.Ring, le.Name)
-	if !ok || id == r.opts.Identity {
+	le, id, ok := r.peerLease(obj)
+	if !ok {
 		return
 	}
 	r.obsMu.Lock()
