@@ -2,6 +2,7 @@ package view
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"time"
@@ -106,16 +107,19 @@ func (s *Store) SetOptions(opts Options) {
 	if !opts.ServerMetadata {
 		return
 	}
-	// ResourceVersions continue from the time ServerMetadata was turned on, in
-	// nanoseconds since the Unix epoch, so that a version another store
+	// ResourceVersions continue from a random epoch in the top bits
+	// (epoch<<40, epoch in [1, 2²³)), so that a version another store
 	// issued (a restarted manager, or another member of a ring that held
-	// the views before a handover) is older than this store's history or
-	// newer than its latest, and a watch resumed from it answers 410 Gone
-	// instead of missing changes: the client lists again, as Kubernetes
-	// API conventions ask of it.
-	if base := time.Now().UnixNano(); !was && s.rv < base {
-		s.rv = base
-		s.history.compacted = base
+	// the views before a handover) lies outside this store's range, below
+	// its history or above its latest, and a watch resumed from it answers
+	// 410 Gone instead of replaying changes it does not follow from: the
+	// client lists again, as Kubernetes API conventions ask of it. Two
+	// stores share an epoch with probability 2⁻²³.
+	if !was {
+		if base := (rand.Int64N(1<<23-1) + 1) << 40; s.rv < base {
+			s.rv = base
+			s.history.compacted = base
+		}
 	}
 	for _, objs := range s.objects {
 		for key, obj := range objs {
