@@ -87,6 +87,9 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 			return err
 		}
 		log.Info("sharding on: this replica is one active member of the ring", "ring", sf.ring, "identity", ring.Identity())
+		if sf.address == "" {
+			log.Info("WARNING: no --sharding-address: the other members cannot forward requests for the views held here, so kubectl must ask this member directly for them")
+		}
 	}
 	mapper := mgr.GetRESTMapper()
 	// Operators run when their CRD is installed, hook controllers when

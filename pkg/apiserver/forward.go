@@ -126,6 +126,12 @@ func (s *Server) forward(w http.ResponseWriter, req *http.Request, op string, ro
 		err := apierrors.NewBadRequest(fmt.Sprintf("the views of operator %s are split by namespace between the members of the ring (spec.sharding: Namespace): ask for one namespace (kubectl -n NAMESPACE)", op))
 		responsewriters.ErrorNegotiated(err, s.serializer, schema.GroupVersion{}, w, req)
 		return
+	case req.Header.Get(ForwardedHeader) == s.fwd.self && s.fwd.self != "":
+		// This member forwarded the request to itself: the address the
+		// holder published leads here. Retrying cannot help.
+		err := apierrors.NewInternalError(fmt.Errorf("operator %s runs on member %s, whose published view API server address leads back to member %s: check --sharding-address of %s", op, route.Member, s.fwd.self, route.Member))
+		responsewriters.ErrorNegotiated(err, s.serializer, schema.GroupVersion{}, w, req)
+		return
 	case req.Header.Get(ForwardedHeader) != "":
 		unavailable(fmt.Sprintf("the views of operator %s are being handed over between members (forwarded by %s); retry", op, req.Header.Get(ForwardedHeader)))
 		return

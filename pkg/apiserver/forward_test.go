@@ -96,6 +96,13 @@ func TestForwardToMember(t *testing.T) {
 	req, _ = http.NewRequest("GET", url+"/a", nil)
 	check503("no member", req, "handed over")
 
+	// A holder whose published address leads back here: the request
+	// comes back forwarded by this member, and is refused for good.
+	route = Route{Member: "b", Address: strings.TrimPrefix(base, "http://")}
+	if code, body := get(t, url+"/a", "application/json"); code != 500 || !strings.Contains(body, "leads back to member a: check --sharding-address of b") {
+		t.Errorf("an address leading back: %d %s", code, body)
+	}
+
 	route = Route{Member: "b"}
 	req, _ = http.NewRequest("GET", url+"/a", nil)
 	check503("no address", req, "--sharding-address")
