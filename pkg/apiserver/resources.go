@@ -19,30 +19,6 @@ func ResourceName(kind string) string {
 	return object.ResourceName(kind)
 }
 
-// clusterScoped are the built-in kinds that are not namespaced; in standalone
-// mode they are served cluster-scoped. Every other kind, and every view, is
-// namespaced.
-var clusterScoped = map[schema.GroupKind]bool{
-	{Kind: "Namespace"}: true, {Kind: "Node"}: true, {Kind: "PersistentVolume"}: true,
-	{Kind: "ComponentStatus"}:                                                       true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                       true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                true,
-	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                 true,
-	{Group: "storage.k8s.io", Kind: "CSIDriver"}:                                    true,
-	{Group: "storage.k8s.io", Kind: "CSINode"}:                                      true,
-	{Group: "storage.k8s.io", Kind: "VolumeAttachment"}:                             true,
-	{Group: "networking.k8s.io", Kind: "IngressClass"}:                              true,
-	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                             true,
-	{Group: "node.k8s.io", Kind: "RuntimeClass"}:                                    true,
-	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:               true,
-	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}: true,
-	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:   true,
-	{Group: "gateway.networking.k8s.io", Kind: "GatewayClass"}:                      true,
-	{Group: opv1a1.GroupName, Kind: "Operator"}:                                     true,
-	{Group: "metacontroller.k8s.io", Kind: "CompositeController"}:                   true,
-	{Group: "metacontroller.k8s.io", Kind: "DecoratorController"}:                   true,
-}
-
 // shortNames are the kubectl short names of common built-in kinds, served in
 // standalone mode so that `kubectl get po` works as on a cluster.
 var shortNames = map[schema.GroupKind][]string{
@@ -74,7 +50,7 @@ func newResource(gvk schema.GroupVersionKind) *resource {
 		gvk:        gvk,
 		gvr:        gvk.GroupVersion().WithResource(ResourceName(gvk.Kind)),
 		singular:   strings.ToLower(gvk.Kind),
-		namespaced: !clusterScoped[gvk.GroupKind()],
+		namespaced: !object.ClusterScoped(gvk.GroupKind()),
 		view:       opv1a1.IsViewGroup(gvk.Group),
 	}
 	if !r.view {

@@ -117,10 +117,11 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 				continue
 			}
 			if op.Spec.Sharding == opv1a1.ShardByNamespace {
-				// As the manager checks it (checkNamespaceLocal), less the
-				// scope of the kinds, which needs the cluster's discovery.
-				if err := c.NamespaceLocal(); err != nil {
-					errs = append(errs, fmt.Errorf("operator %q: spec.sharding is Namespace, but %w", op.Name, err))
+				// As the manager checks it (checkNamespaceLocal), with the
+				// well-known cluster-scoped kinds standing in for the
+				// cluster's discovery.
+				if err := offlineNamespaceLocal(c, i); err != nil {
+					errs = append(errs, fmt.Errorf("operator %q: %w", op.Name, err))
 					continue
 				}
 			}
@@ -321,4 +322,21 @@ func (o *Offline) Result() []*unstructured.Unstructured {
 		}
 	}
 	return out
+}
+
+// offlineNamespaceLocal is Runtime.checkNamespaceLocal without a cluster:
+// kinds are cluster-scoped when object.ClusterScoped says so.
+func offlineNamespaceLocal(c *controller.Controller, i int) error {
+	for j, s := range c.Sources() {
+		if object.ClusterScoped(s.GVK.GroupKind()) {
+			return fmt.Errorf("spec.controllers[%d].sources[%d]: %w", i, j, clusterScopedError(s.GVK))
+		}
+	}
+	if gvk := c.Target().GVK; object.ClusterScoped(gvk.GroupKind()) {
+		return fmt.Errorf("spec.controllers[%d].target: %w", i, clusterScopedError(gvk))
+	}
+	if err := c.NamespaceLocal(); err != nil {
+		return fmt.Errorf("spec.sharding is Namespace, but %w", err)
+	}
+	return nil
 }

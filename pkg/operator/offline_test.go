@@ -235,3 +235,28 @@ spec:
 		t.Fatalf("the same Operator not sharded: %v", err)
 	}
 }
+
+// Offline runs refuse a namespace-sharded Operator over a well-known
+// cluster-scoped kind, as the manager does with the cluster's discovery.
+func TestOfflineNamespaceShardingClusterScoped(t *testing.T) {
+	ops, err := DecodeOperators(strings.NewReader(`apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: ns-labels}
+spec:
+  sharding: Namespace
+  controllers:
+    - name: copy
+      sources: [{apiGroup: "", kind: Pod}, {apiGroup: "", kind: Namespace}]
+      pipeline:
+        - "@join": {"@and": [{"@eq": ["$.Pod.metadata.namespace", "$.Namespace.metadata.name"]}, {"@eq": ["$.Pod.metadata.namespace", "$.Namespace.metadata.namespace"]}]}
+        - "@project": {metadata: "$.Pod.metadata"}
+      target: {kind: PodInfo}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewOffline(ops, OfflineOptions{})
+	if want := `operator "ns-labels": spec.controllers[0].sources[1]: Namespace is cluster-scoped: an operator with spec.sharding Namespace takes only namespaced sources and targets`; err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %s", err, want)
+	}
+}

@@ -48,9 +48,15 @@ func (r *Runtime) namespaced(gvk schema.GroupVersionKind) error {
 		return &discoveryError{err: err}
 	}
 	if m.Scope.Name() != meta.RESTScopeNameNamespace {
-		return fmt.Errorf("%s is cluster-scoped: an operator with spec.sharding Namespace takes only namespaced sources and targets", gvk.Kind)
+		return clusterScopedError(gvk)
 	}
 	return nil
+}
+
+// clusterScopedError is the refusal of a cluster-scoped kind in a
+// namespace-sharded operator.
+func clusterScopedError(gvk schema.GroupVersionKind) error {
+	return fmt.Errorf("%s is cluster-scoped: an operator with spec.sharding Namespace takes only namespaced sources and targets", gvk.Kind)
 }
 
 // shardedSource is the informer of one source of a namespace-sharded
