@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"bufio"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -174,18 +173,7 @@ func selfSigned(t *testing.T) tls.Certificate {
 // refused (403) by the holder, and no token is refused (401) before any
 // forwarding.
 func TestForwardProductionCredentials(t *testing.T) {
-	dir := t.TempDir()
-	certPEM, keyPEM, err := auth.GenerateKeys(auth.KeyOptions{Hostnames: []string{"localhost", "127.0.0.1"}, Type: auth.ECDSA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certPEM, keyPEM, certFile, keyFile := productionKeys(t)
 	key, err := auth.ParsePrivateKeyPEM(keyPEM)
 	if err != nil {
 		t.Fatal(err)
@@ -194,15 +182,7 @@ func TestForwardProductionCredentials(t *testing.T) {
 	start := func(store *view.Store, opts Options) *Server {
 		t.Helper()
 		opts.Addr, opts.Mode, opts.CertFile, opts.KeyFile, opts.Store, opts.Kinds = "127.0.0.1:0", Production, certFile, keyFile, store, kinds
-		s, err := New(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		return s
+		return runServer(t, opts)
 	}
 	owner := view.NewStore()
 	if _, err := owner.Create(summary("default", "a", map[string]any{"k": "from-b"})); err != nil {

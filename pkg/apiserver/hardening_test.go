@@ -207,26 +207,8 @@ func TestReadyWhenExpectedKindsServed(t *testing.T) {
 // a token, as kube-apiserver's do; everything else, and a bad token on
 // those paths, is 401. The server is on loopback, so Hosts are checked.
 func TestProductionPublicPaths(t *testing.T) {
-	dir := t.TempDir()
-	certPEM, keyPEM, err := auth.GenerateKeys(auth.KeyOptions{Hostnames: []string{"localhost", "127.0.0.1"}, Type: auth.ECDSA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Options{Addr: "127.0.0.1:0", Mode: Production, CertFile: certFile, KeyFile: keyFile, Store: view.NewStore()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	certPEM, _, certFile, keyFile := productionKeys(t)
+	s := runServer(t, Options{Addr: "127.0.0.1:0", Mode: Production, CertFile: certFile, KeyFile: keyFile, Store: view.NewStore()})
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(certPEM)
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
@@ -259,4 +241,37 @@ func TestProductionPublicPaths(t *testing.T) {
 	if code, st := send(t, c, "GET", base+"/healthz", "attacker.example", "", ""); code != 403 {
 		t.Errorf("foreign Host on a loopback production server: %d %s", code, st.raw)
 	}
+}
+
+// productionKeys writes a fresh ECDSA certificate (for localhost and
+// 127.0.0.1) and its key into a test directory, as dctl generate-keys does.
+func productionKeys(t *testing.T) (certPEM, keyPEM []byte, certFile, keyFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	certPEM, keyPEM, err := auth.GenerateKeys(auth.KeyOptions{Hostnames: []string{"localhost", "127.0.0.1"}, Type: auth.ECDSA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certPEM, keyPEM, certFile, keyFile
+}
+
+// runServer builds a server and runs it until the test ends.
+func runServer(t *testing.T, opts Options) *Server {
+	t.Helper()
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
 }
