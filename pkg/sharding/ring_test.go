@@ -281,16 +281,26 @@ func TestRingHandover(t *testing.T) {
 	}
 	c.converged(15 * time.Second)
 
-	ms := c.running()["a"].ring.Members()
+	// Members() reads a's informer cache of the Leases, which may trail
+	// the API server that converged read by a moment.
+	var ms []Member
+	var held BucketSet
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ms, held = c.running()["a"].ring.Members(), 0
+		for _, m := range ms {
+			held |= m.Held
+		}
+		if (len(ms) == 3 && held == AllBuckets) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(ms) != 3 {
 		t.Fatalf("Members() = %+v, want 3", ms)
 	}
-	var held BucketSet
 	for _, m := range ms {
 		if m.Address != m.Identity+".example:8443" || m.Stats["objects"] != 7 || m.RenewTime.IsZero() {
 			t.Errorf("member %+v: address, stats or renew time not published", m)
 		}
-		held |= m.Held
 	}
 	if held != AllBuckets {
 		t.Errorf("Members() holds %s, want all buckets", held)
