@@ -262,8 +262,9 @@ func productionKeys(t *testing.T) (certPEM, keyPEM []byte, certFile, keyFile str
 	return certPEM, keyPEM, certFile, keyFile
 }
 
-// runServer builds a server and runs it until the test ends.
-func runServer(t *testing.T, opts Options) *Server {
+// runServer builds a server and runs it until the test ends; an error of
+// Run fails the test.
+func runServer(t testing.TB, opts Options) *Server {
 	t.Helper()
 	s, err := New(opts)
 	if err != nil {
@@ -272,6 +273,11 @@ func runServer(t *testing.T, opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
 	return s
 }

@@ -49,19 +49,7 @@ func testServer(t testing.TB, store *view.Store, opts Options) (*Server, string)
 	t.Helper()
 	opts.Addr = "127.0.0.1:0"
 	opts.Store = store
-	s, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
+	s := runServer(t, opts)
 	base := "http://" + s.Addr()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
