@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -627,10 +628,12 @@ func (c *Controller) syncKey(ctx context.Context, key object.Key, recordOutput b
 	return false, errors.Join(derr, err)
 }
 
-// syncAll syncs keys, up to Options.Concurrency at a time.
+// syncAll syncs keys, up to Options.Concurrency at a time: that many
+// workers take the keys in order (one goroutine per worker, not per key,
+// so a large batch does not grow a fresh stack for every write).
 func (c *Controller) syncAll(ctx context.Context, keys []object.Key) []error {
-	n := c.opts.Concurrency
-	if n <= 1 || len(keys) <= 1 {
+	n := min(c.opts.Concurrency, len(keys))
+	if n <= 1 {
 		var errs []error
 		for _, k := range keys {
 			if err := c.sync(ctx, k); err != nil {
@@ -643,20 +646,20 @@ func (c *Controller) syncAll(ctx context.Context, keys []object.Key) []error {
 		wg   sync.WaitGroup
 		emu  sync.Mutex
 		errs []error
-		sem  = make(chan struct{}, n)
+		next atomic.Int64
 	)
-	for _, k := range keys {
+	for range n {
 		wg.Add(1)
-		sem <- struct{}{}
-		go func(k object.Key) {
+		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			if err := c.sync(ctx, k); err != nil {
-				emu.Lock()
-				errs = append(errs, err)
-				emu.Unlock()
+			for i := next.Add(1) - 1; i < int64(len(keys)); i = next.Add(1) - 1 {
+				if err := c.sync(ctx, keys[i]); err != nil {
+					emu.Lock()
+					errs = append(errs, err)
+					emu.Unlock()
+				}
 			}
-		}(k)
+		}()
 	}
 	wg.Wait()
 	return errs
@@ -1108,17 +1111,13 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 		}
 		return false, ErrPatchTargetMissing
 	}
-	merged, err := object.MergePatch(existing.Object, full)
-	if err != nil {
-		return false, err
-	}
 	if desired == nil {
 		c.delWritten(key)
 	} else {
 		// Only what the patch changes (or changed before) is ours to remove.
 		c.setWritten(key, object.OwnedLeaves(existing.Object, patch, prev))
 	}
-	if object.Equal(merged, existing.Object) {
+	if !object.MergePatchChanges(existing.Object, full) {
 		return false, nil
 	}
 	b, err := json.Marshal(full)

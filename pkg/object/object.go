@@ -151,6 +151,38 @@ func MergePatch(doc, patch map[string]any) (map[string]any, error) {
 	return out, nil
 }
 
+// MergePatchChanges reports whether applying the JSON merge patch (RFC
+// 7386, section 2) to doc would change it, that is whether MergePatch(doc,
+// patch) differs from doc by Equal. It reads only the paths the patch names
+// and copies nothing, so the cost is that of the patch, not of doc.
+func MergePatchChanges(doc, patch map[string]any) bool {
+	for k, v := range patch {
+		cur, ok := doc[k]
+		if v == nil {
+			if ok {
+				return true
+			}
+			continue
+		}
+		if !ok {
+			return true
+		}
+		pm, isMap := v.(map[string]any)
+		if !isMap {
+			if !Equal(cur, v) {
+				return true
+			}
+			continue
+		}
+		// A map patch over a value that is not a map replaces it.
+		cm, curIsMap := cur.(map[string]any)
+		if !curIsMap || MergePatchChanges(cm, pm) {
+			return true
+		}
+	}
+	return false
+}
+
 func mergeValue(target any, patch any) any {
 	pm, ok := patch.(map[string]any)
 	if !ok {

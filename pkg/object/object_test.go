@@ -175,3 +175,45 @@ func TestRemovalPatchKeepsEmptyMaps(t *testing.T) {
 		t.Fatalf("after removal: %v, want %v", got, want)
 	}
 }
+
+// FuzzMergePatchChanges checks MergePatchChanges against applying the patch
+// and comparing: both documents are read from the fuzzer's bytes as JSON
+// (inputs that are not JSON objects are skipped), plus the RFC 7386
+// examples and no-op patches as seeds.
+func FuzzMergePatchChanges(f *testing.F) {
+	seeds := [][2]string{
+		{`{"a":"b"}`, `{"a":"c"}`},
+		{`{"a":"b"}`, `{"a":"b"}`},
+		{`{"a":"b"}`, `{"a":null}`},
+		{`{"b":"b"}`, `{"a":null}`},
+		{`{"a":["b"]}`, `{"a":["b"]}`},
+		{`{"a":{"b":"c"}}`, `{"a":{"b":"c","c":null}}`},
+		{`{"a":{"b":"c"}}`, `{"a":{}}`},
+		{`{}`, `{"a":{}}`},
+		{`{"a":1}`, `{"a":{"b":null}}`},
+		{`{"a":null}`, `{"a":null}`},
+		{`{"m":{"x":1,"y":{"z":2}}}`, `{"m":{"y":{"z":2},"x":1}}`},
+		{`{"metadata":{"name":"p","annotations":{"k":"1"}}}`, `{"metadata":{"name":"p","annotations":{"k":"1"}}}`},
+	}
+	for _, s := range seeds {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, docJSON, patchJSON string) {
+		doc, err := FromJSON([]byte(docJSON))
+		if err != nil || doc == nil {
+			return
+		}
+		patch, err := FromJSON([]byte(patchJSON))
+		if err != nil || patch == nil {
+			return
+		}
+		merged, err := MergePatch(doc, patch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := !Equal(merged, doc)
+		if got := MergePatchChanges(doc, patch); got != want {
+			t.Fatalf("MergePatchChanges(%s, %s) = %v, applying the patch gives a change: %v (%v)", docJSON, patchJSON, got, want, merged)
+		}
+	})
+}
