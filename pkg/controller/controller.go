@@ -946,7 +946,7 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	// The label and annotation keys the output sets are recorded on the
 	// object, so that a later write (of this run or after a restart) removes
 	// those the output drops.
-	outLabels, ann := obj.GetLabels(), obj.GetAnnotations()
+	outLabels, ann := metadataStrings(obj.Object, "labels"), maps.Clone(metadataStrings(obj.Object, "annotations"))
 	managed := outputKeys(outLabels, ann)
 	if !c.target.IsView() {
 		// A digest of the output: when the output changed since the
@@ -956,7 +956,7 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		managed.Output = outputDigest(obj.Object)
 	}
 	if ann == nil {
-		ann = map[string]string{}
+		ann = map[string]any{}
 	}
 	delete(ann, ManagedMetadataAnnotation)
 	var record string
@@ -965,13 +965,13 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		ann[ManagedMetadataAnnotation] = record
 	}
 	ours := true
-	var existingAnns map[string]string
+	var existingAnns map[string]any
 	if existing != nil {
-		existingAnns = existing.GetAnnotations()
+		existingAnns = metadataStrings(existing.Object, "annotations")
 	}
 	if !c.target.IsView() {
 		if existing != nil {
-			if owner := existingAnns[opv1a1.OwnerAnnotation]; owner != "" && owner != c.Owner() {
+			if owner, _ := existingAnns[opv1a1.OwnerAnnotation].(string); owner != "" && owner != c.Owner() {
 				if c.ownerLive(owner) {
 					return false, &OwnerConflictError{Kind: c.target.GVK.Kind, Key: key, Owner: owner}
 				}
@@ -989,7 +989,7 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		ann = nil
 	}
 	if existing == nil {
-		obj.SetAnnotations(ann)
+		setMetadataMap(obj.Object, "annotations", ann)
 		if err := c.call(ctx, "create", func() error { return c.opts.Client.Create(ctx, obj) }); err != nil {
 			return false, err
 		}
@@ -1007,10 +1007,10 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		prevRecord = prev.managedRecord()
 		prevKeys = keysOfRecord(prevRecord, record, managed)
 	}
-	if rec, ok := existingAnns[ManagedMetadataAnnotation]; ours && ok && (!known || rec != prevRecord) {
-		prevKeys = prevKeys.union(parseManagedKeys(existingAnns))
+	if rec, ok := existingAnns[ManagedMetadataAnnotation].(string); ours && ok && (!known || rec != prevRecord) {
+		prevKeys = prevKeys.union(parseManagedRecord(rec))
 	}
-	labels, droppedLabels := mergeManaged(existing.GetLabels(), outLabels, prevKeys.Labels)
+	labels, droppedLabels := mergeManaged(metadataStrings(existing.Object, "labels"), outLabels, prevKeys.Labels)
 	anns, droppedAnns := mergeManaged(existingAnns, ann, append(slices.Clip(prevKeys.Annotations), ManagedMetadataAnnotation))
 	setMetadataMap(obj.Object, "labels", labels)
 	setMetadataMap(obj.Object, "annotations", anns)

@@ -4,9 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"hash"
 	"slices"
 	"strconv"
+	"sync"
 )
 
 // outputDigest is the first 16 hex digits of the SHA-256 of doc's JSON
@@ -14,47 +14,45 @@ import (
 // equal digests; the digest of a document encoding/json cannot encode is
 // that of no bytes). The digest is recorded on written objects
 // (ManagedMetadataAnnotation), so the bytes hashed must stay those of
-// json.Marshal: digestWriter streams them into the hash without building
-// the encoding, and hands what it has no fast path for to json.Marshal.
+// json.Marshal: digestWriter builds them in a reused buffer, and hands what
+// it has no fast path for to json.Marshal.
 func outputDigest(doc map[string]any) string {
-	d := digestWriter{h: sha256.New()}
+	d := digestWriters.Get().(*digestWriter)
 	d.value(doc)
 	if d.failed {
-		d.h.Reset()
-	} else {
-		d.flush()
+		d.buf = d.buf[:0]
 	}
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(d.h.Sum(sum[:0])[:8])
+	sum := sha256.Sum256(d.buf)
+	d.buf, d.failed = d.buf[:0], false
+	if cap(d.buf) <= maxPooledDigestBuffer {
+		digestWriters.Put(d)
+	}
+	return hex.EncodeToString(sum[:8])
 }
 
-// digestWriter writes the json.Marshal encoding of a JSON-model value into
-// a hash, through a buffer.
+// digestWriters holds digestWriters for reuse, so that their buffers are
+// not allocated again for every digest.
+var digestWriters = sync.Pool{New: func() any {
+	return &digestWriter{buf: make([]byte, 0, 1024), keys: make([]string, 0, 32)}
+}}
+
+// maxPooledDigestBuffer is the largest buffer (bytes) kept for reuse: one
+// large output does not pin its encoding's size.
+const maxPooledDigestBuffer = 64 << 10
+
+// digestWriter appends the json.Marshal encoding of a JSON-model value to
+// buf.
 type digestWriter struct {
-	h      hash.Hash
 	buf    []byte
 	keys   []string // reused for sorting map keys
 	failed bool     // json.Marshal would have failed
 }
 
-func (d *digestWriter) flush() {
-	d.h.Write(d.buf)
-	d.buf = d.buf[:0]
-}
-
-func (d *digestWriter) byte(b byte) {
-	if len(d.buf) >= 512 {
-		d.flush()
-	}
-	d.buf = append(d.buf, b)
-}
+func (d *digestWriter) byte(b byte) { d.buf = append(d.buf, b) }
 
 func (d *digestWriter) value(v any) {
 	if d.failed {
 		return
-	}
-	if len(d.buf) >= 512 {
-		d.flush()
 	}
 	switch x := v.(type) {
 	case nil:
@@ -114,9 +112,6 @@ func (d *digestWriter) string(s string) {
 			d.marshal(s)
 			return
 		}
-	}
-	if len(d.buf)+len(s) > 512 {
-		d.flush()
 	}
 	d.buf = append(d.buf, '"')
 	d.buf = append(d.buf, s...)

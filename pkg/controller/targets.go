@@ -73,9 +73,39 @@ func (m managedKeys) encode() string {
 // parseManagedKeys reads ManagedMetadataAnnotation; a missing or malformed
 // value is empty.
 func parseManagedKeys(ann map[string]string) managedKeys {
+	return parseManagedRecord(ann[ManagedMetadataAnnotation])
+}
+
+// parseManagedRecord reads a ManagedMetadataAnnotation value; an empty or
+// malformed one is empty.
+func parseManagedRecord(rec string) managedKeys {
 	var m managedKeys
-	if v, ok := ann[ManagedMetadataAnnotation]; ok {
-		_ = json.Unmarshal([]byte(v), &m)
+	if rec != "" {
+		_ = json.Unmarshal([]byte(rec), &m)
+	}
+	return m
+}
+
+// metadataStrings returns metadata[field] of doc (labels or annotations) as
+// Unstructured's GetLabels and GetAnnotations read it: null values read as
+// "", and a map with a value that is not a string or null, or a field that
+// is not a map, reads as nil. The map is doc's own when every value is a
+// string (it must not be modified), a new one otherwise.
+func metadataStrings(doc map[string]any, field string) map[string]any {
+	meta, _ := doc["metadata"].(map[string]any)
+	m, _ := meta[field].(map[string]any)
+	for _, v := range m {
+		if _, ok := v.(string); !ok {
+			sm, found, err := unstructured.NestedNullCoercingStringMap(doc, "metadata", field)
+			if err != nil || !found {
+				return nil
+			}
+			out := make(map[string]any, len(sm))
+			for k, v := range sm {
+				out[k] = v
+			}
+			return out
+		}
 	}
 	return m
 }
@@ -110,7 +140,7 @@ func sortedStrings(set map[string]bool) []string {
 // outputKeys returns the label and annotation keys an output object sets
 // (its labels and annotations), without the owner and managed-metadata
 // annotations.
-func outputKeys(outLabels, outAnns map[string]string) managedKeys {
+func outputKeys(outLabels, outAnns map[string]any) managedKeys {
 	var m managedKeys
 	if len(outLabels) > 0 {
 		m.Labels = make([]string, 0, len(outLabels))
@@ -142,7 +172,7 @@ func keysOfRecord(rec, curRecord string, cur managedKeys) managedKeys {
 			return managedKeys{Labels: cur.Labels, Annotations: cur.Annotations}
 		}
 	}
-	return parseManagedKeys(map[string]string{ManagedMetadataAnnotation: rec})
+	return parseManagedRecord(rec)
 }
 
 // recordLists returns the part of a record as managedKeys.encode writes it
@@ -170,7 +200,7 @@ func recordLists(rec string) (string, bool) {
 // sets removed and out laid over it (nil when empty), as the value of a
 // metadata map of an unstructured object, and the keys it removed that
 // existing still had.
-func mergeManaged(existing, out map[string]string, prev []string) (map[string]any, []string) {
+func mergeManaged(existing, out map[string]any, prev []string) (map[string]any, []string) {
 	if len(existing) == 0 && len(out) == 0 {
 		return nil, nil
 	}
