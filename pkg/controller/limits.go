@@ -61,20 +61,25 @@ type inputDoc struct {
 
 // inputUndo restores the controller's input map as it was before a batch.
 type inputUndo struct {
-	c    *Controller
-	prev map[refusal]inputDoc // nil doc: the key was absent
+	c *Controller
+	// prev holds the entries as they were before each save, in order; a
+	// key saved twice is restored to its first (pre-batch) entry because
+	// restore walks the list backwards.
+	prev []savedInput
+}
+
+type savedInput struct {
+	at  refusal
+	doc inputDoc // nil doc: the key was absent
 }
 
 func (u *inputUndo) save(source int, key object.Key) {
-	r := refusal{source, key}
-	if _, ok := u.prev[r]; ok {
-		return
-	}
-	u.prev[r] = u.c.inputs[source][key]
+	u.prev = append(u.prev, savedInput{refusal{source, key}, u.c.inputs[source][key]})
 }
 
 func (u *inputUndo) restore() {
-	for r, doc := range u.prev {
+	for i := len(u.prev) - 1; i >= 0; i-- {
+		r, doc := u.prev[i].at, u.prev[i].doc
 		if doc.doc == nil {
 			delete(u.c.inputs[r.source], r.key)
 		} else {
@@ -142,7 +147,7 @@ func (c *Controller) handleBatch(ctx context.Context, changes []Change, top bool
 // keys of the changes.
 func (c *Controller) deltasOf(changes []Change) (map[string]*dbsp.ZSet, *inputUndo, []refusal) {
 	deltas := map[string]*dbsp.ZSet{}
-	undo := &inputUndo{c: c, prev: map[refusal]inputDoc{}}
+	undo := &inputUndo{c: c}
 	var touched []refusal
 	for _, ch := range changes {
 		ref := ch.New
