@@ -21,10 +21,24 @@ type Entry struct {
 // The zero value is an empty Z-set ready to use. A ZSet is not safe for
 // concurrent modification. Documents are stored by reference and must not be
 // modified after insertion.
+//
+// A small Z-set (a delta of a few changes, the common case) keeps its
+// elements in an inline array and allocates no map; it moves to the maps
+// when it outgrows the array.
 type ZSet struct {
-	m    map[uint64]Entry   // one entry per hash
-	over map[uint64][]Entry // further entries whose hash collides with m's
-	n    int
+	small  [smallZSet]hashedEntry // the elements while m is nil
+	nsmall int
+	m      map[uint64]Entry   // one entry per hash
+	over   map[uint64][]Entry // further entries whose hash collides with m's
+	n      int
+}
+
+// smallZSet is how many elements a Z-set holds inline before it uses maps.
+const smallZSet = 4
+
+type hashedEntry struct {
+	h uint64
+	Entry
 }
 
 // NewZSet returns an empty Z-set.
@@ -71,7 +85,27 @@ func (z *ZSet) insertHashed(h uint64, doc Document, weight int) {
 		return
 	}
 	if z.m == nil {
-		z.m = make(map[uint64]Entry)
+		for i := 0; i < z.nsmall; i++ {
+			e := &z.small[i]
+			if e.h != h || !Equal(e.Doc, doc) {
+				continue
+			}
+			e.Weight += weight
+			if e.Weight == 0 {
+				z.nsmall--
+				*e = z.small[z.nsmall]
+				z.small[z.nsmall] = hashedEntry{}
+				z.n--
+			}
+			return
+		}
+		if z.nsmall < smallZSet {
+			z.small[z.nsmall] = hashedEntry{h, Entry{Doc: doc, Weight: weight}}
+			z.nsmall++
+			z.n++
+			return
+		}
+		z.spill()
 	}
 	e, ok := z.m[h]
 	if !ok {
@@ -114,6 +148,16 @@ func (z *ZSet) insertHashed(h uint64, doc Document, weight int) {
 	z.n++
 }
 
+// spill moves the inline elements into the maps.
+func (z *ZSet) spill() {
+	z.m = make(map[uint64]Entry, 2*smallZSet)
+	small, n := z.small, z.nsmall
+	z.small, z.nsmall, z.n = [smallZSet]hashedEntry{}, 0, 0
+	for _, e := range small[:n] {
+		z.insertHashed(e.h, e.Doc, e.Weight)
+	}
+}
+
 func (z *ZSet) setOverflow(h uint64, lst []Entry) {
 	if len(lst) == 0 {
 		delete(z.over, h)
@@ -131,6 +175,14 @@ func (z *ZSet) Weight(doc Document) int {
 }
 
 func (z *ZSet) weightHashed(h uint64, doc Document) int {
+	if z.m == nil {
+		for i := 0; i < z.nsmall; i++ {
+			if e := &z.small[i]; e.h == h && Equal(e.Doc, doc) {
+				return e.Weight
+			}
+		}
+		return 0
+	}
 	e, ok := z.m[h]
 	if !ok {
 		return 0
@@ -151,6 +203,11 @@ func (z *ZSet) weightHashed(h uint64, doc Document) int {
 func (z *ZSet) each(f func(h uint64, doc Document, weight int) bool) {
 	if z == nil {
 		return
+	}
+	for i := 0; i < z.nsmall; i++ {
+		if e := &z.small[i]; !f(e.h, e.Doc, e.Weight) {
+			return
+		}
 	}
 	for h, e := range z.m {
 		if !f(h, e.Doc, e.Weight) {
@@ -205,6 +262,10 @@ func (z *ZSet) Clone() *ZSet {
 		return c
 	}
 	c.n = z.n
+	if z.m == nil {
+		c.small, c.nsmall = z.small, z.nsmall
+		return c
+	}
 	c.m = make(map[uint64]Entry, len(z.m))
 	for h, e := range z.m {
 		c.m[h] = e
@@ -253,6 +314,9 @@ func (z *ZSet) scale(k int) {
 	if k == 0 {
 		*z = ZSet{}
 		return
+	}
+	for i := 0; i < z.nsmall; i++ {
+		z.small[i].Weight *= k
 	}
 	for h, e := range z.m {
 		e.Weight *= k

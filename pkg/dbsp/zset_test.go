@@ -1,6 +1,7 @@
 package dbsp
 
 import (
+	"math/rand/v2"
 	"testing"
 )
 
@@ -109,5 +110,71 @@ func TestZSetCollisions(t *testing.T) {
 	}
 	if v, _ := vm.get(h, "y"); v != 2 || vm.len() != 1 {
 		t.Fatal("valueMap promotion")
+	}
+}
+
+// TestZSetModel checks a Z-set against a plain map of weights under random
+// insertions with forced hash collisions, across the move from the inline
+// array to the maps and back to few elements: weights, Len, the elements
+// each enumerates, Clone and in-place scaling.
+func TestZSetModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
+	hashOf := func(name string) uint64 { return uint64(name[0] % 3) } // many collisions
+	for round := 0; round < 200; round++ {
+		z := NewZSet()
+		model := map[string]int{}
+		for step := 0; step < 60; step++ {
+			name := names[rng.IntN(len(names))]
+			w := rng.IntN(5) - 2
+			if model[name] != 0 && rng.IntN(3) == 0 {
+				w = -model[name] // remove it
+			}
+			z.insertHashed(hashOf(name), doc(name, nil), w)
+			model[name] += w
+			if model[name] == 0 {
+				delete(model, name)
+			}
+			check := func(what string, z *ZSet, model map[string]int) {
+				t.Helper()
+				if z.Len() != len(model) {
+					t.Fatalf("round %d step %d %s: Len %d, want %d", round, step, what, z.Len(), len(model))
+				}
+				for _, n := range names {
+					if got := z.weightHashed(hashOf(n), doc(n, nil)); got != model[n] {
+						t.Fatalf("round %d step %d %s: weight of %s %d, want %d", round, step, what, n, got, model[n])
+					}
+				}
+				seen := map[string]int{}
+				z.each(func(h uint64, d Document, w int) bool {
+					n := d["name"].(string)
+					if h != hashOf(n) || w == 0 {
+						t.Fatalf("%s: element %s with hash %d weight %d", what, n, h, w)
+					}
+					seen[n] += w
+					return true
+				})
+				if len(seen) != len(model) {
+					t.Fatalf("round %d step %d %s: each gave %v, want %v", round, step, what, seen, model)
+				}
+				for n, w := range model {
+					if seen[n] != w {
+						t.Fatalf("round %d step %d %s: each gave %v, want %v", round, step, what, seen, model)
+					}
+				}
+			}
+			check("z", z, model)
+			if step%10 == 9 {
+				c := z.Clone()
+				check("clone", c, model)
+				c.scale(-3)
+				scaled := map[string]int{}
+				for n, w := range model {
+					scaled[n] = -3 * w
+				}
+				check("scaled clone", c, scaled)
+				check("z after scaling its clone", z, model)
+			}
+		}
 	}
 }
