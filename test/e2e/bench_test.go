@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,7 +176,8 @@ func (a *annotationWatch) stop() { a.w.Stop(); <-a.done }
 // pods/s, time-ratio (operator time / plain time at equal concurrency;
 // target <= 1.15, checked), the ratio to the sequential loop, and the dctl
 // process's peak RSS. With DCTL_BENCH_PPROF_DIR set, CPU and heap profiles
-// of the manager are saved there. Run with -benchtime=1x.
+// of the manager are saved there. Run with -benchtime=1x; with
+// DCTL_BENCH_ROUNDS=N it runs N rounds and judges their median ratio.
 func BenchmarkAnnotatePods(b *testing.B) {
 	op, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pod-container-num-annotator", "operator.yaml"))
 	if err != nil {
@@ -186,7 +188,8 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	for i := 0; i < b.N; i++ {
+	var ratios []float64
+	for i := 0; i < b.N*benchRounds(b); i++ {
 		suffix := fmt.Sprintf("%d-%d", time.Now().Unix()%100000, i)
 		plainNS, opNS := "bench-plain-"+suffix, "bench-op-"+suffix
 		createPods(b, plainNS, benchPods)
@@ -230,6 +233,11 @@ func BenchmarkAnnotatePods(b *testing.B) {
 			b.Fatal(err)
 		}
 		p.stop(b)
+		// The test control plane runs no namespace controller: the pods
+		// would stay, in the next round's cache.
+		if err := k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(opNS)); err != nil {
+			b.Fatal(err)
+		}
 		for _, ns := range []string{plainNS, opNS} {
 			_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		}
@@ -242,14 +250,48 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		b.ReportMetric(float64(benchPods)/plain.Seconds(), "plain-pods/s")
 		b.ReportMetric(float64(benchPods)/withOp.Seconds(), "operator-pods/s")
 		b.ReportMetric(firstWrite.Seconds(), "s-to-first-annotation")
-		b.ReportMetric(ratio, "time-ratio")
 		b.ReportMetric(withOp.Seconds()/sequential.Seconds(), "time-ratio-seq")
 		b.ReportMetric(float64(rss)/(1<<20), "peak-RSS-MiB")
-		if ratio > 1.15 {
-			b.Errorf("the operator took %.2fx the plain loop's time at %d writes in flight (%v vs %v), want <= 1.15x",
-				ratio, operator.WriteConcurrency, withOp.Round(time.Millisecond), plain.Round(time.Millisecond))
-		}
+		ratios = append(ratios, ratio)
 	}
+	m := median(ratios)
+	b.ReportMetric(m, "time-ratio")
+	if m > 1.15 {
+		b.Errorf("the operator took %.2fx the plain loop's time at %d writes in flight (median of %d rounds: %.2f), want <= 1.15x",
+			m, operator.WriteConcurrency, len(ratios), ratios)
+	}
+}
+
+// benchRoundsEnv sets how many rounds the end-to-end benchmarks that
+// compare with a plain loop run per iteration (default 1); they judge the
+// median of the rounds' time ratios, so that one round slowed by another
+// load on a shared machine does not decide.
+const benchRoundsEnv = "DCTL_BENCH_ROUNDS"
+
+// benchRounds returns the round count of benchRoundsEnv.
+func benchRounds(b *testing.B) int {
+	v := os.Getenv(benchRoundsEnv)
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive number of rounds", benchRoundsEnv, v)
+	}
+	return n
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // dctlProcess is a running `dctl start` against the test cluster.

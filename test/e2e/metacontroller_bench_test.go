@@ -451,7 +451,8 @@ type hookRun struct {
 // DCTL_BENCH_PPROF_DIR set, CPU and heap profiles of the manager are saved
 // there; with DCTL_BENCH_BASELINE set to another dctl binary, that one is
 // measured too, right before, and reported with the suffix -baseline. Run
-// with -benchtime=1x.
+// with -benchtime=1x; with DCTL_BENCH_ROUNDS=N it runs N rounds and judges
+// their median ratio (and the highest peak RSS).
 func BenchmarkHookControllerAtServerRate(b *testing.B) {
 	ctx := context.Background()
 	benchKubectl(b, crdYAML("BenchParent", "benchparents", "Namespaced"), "apply", "-f", "-")
@@ -461,7 +462,9 @@ func BenchmarkHookControllerAtServerRate(b *testing.B) {
 		b.Fatal(err)
 	}
 	baseline := os.Getenv(benchBaselineEnv)
-	for i := 0; i < b.N; i++ {
+	var ratios []float64
+	var peak int64
+	for i := 0; i < b.N*benchRounds(b); i++ {
 		suffix := fmt.Sprintf("%d-%d", time.Now().Unix()%100000, i)
 		plainNS, dctlNS, baseNS := "bench-hp-"+suffix, "bench-hd-"+suffix, "bench-hb-"+suffix
 		benchKubectl(b, "", "create", "namespace", plainNS)
@@ -503,24 +506,29 @@ func BenchmarkHookControllerAtServerRate(b *testing.B) {
 			b.ReportMetric(float64(base.anon)/(1<<20), "peak-anon-MiB-baseline")
 		}
 		run := runHookDctl(b, c, dctlBin, dctlNS, "hooks")
+		// The test control plane runs no namespace or garbage collector:
+		// what a round leaves would be in the next round's caches.
+		deleteBenchNS(b, c, dctlNS)
 
 		ratio := run.elapsed.Seconds() / plain.Seconds()
 		b.Logf("plain loop %v with %d workers; dctl %v; %.2f hook calls per parent; peak RSS %d MiB (%d MiB when ready, before the CompositeController), peak RssAnon %d MiB",
 			plain.Round(time.Millisecond), metacontroller.DefaultWorkers, run.elapsed.Round(time.Millisecond), run.calls, run.rss>>20, run.idleRSS>>20, run.anon>>20)
 		b.ReportMetric(plain.Seconds(), "s-plain")
 		b.ReportMetric(run.elapsed.Seconds(), "s-dctl")
-		b.ReportMetric(ratio, "time-ratio")
 		b.ReportMetric(run.calls, "calls/parent")
 		b.ReportMetric(float64(run.rss)/(1<<20), "peak-RSS-MiB")
 		b.ReportMetric(float64(run.idleRSS)/(1<<20), "ready-RSS-MiB")
 		b.ReportMetric(float64(run.anon)/(1<<20), "peak-anon-MiB")
-		if ratio > 1.2 {
-			b.Errorf("dctl took %.2fx the plain loop's time (%v vs %v), want <= 1.2x", ratio,
-				run.elapsed.Round(time.Millisecond), plain.Round(time.Millisecond))
-		}
-		if run.rss > 50<<20 {
-			b.Errorf("dctl's peak RSS is %d MiB, want <= 50 MiB", run.rss>>20)
-		}
+		ratios = append(ratios, ratio)
+		peak = max(peak, int64(run.rss))
+	}
+	m := median(ratios)
+	b.ReportMetric(m, "time-ratio")
+	if m > 1.2 {
+		b.Errorf("dctl took %.2fx the plain loop's time (median of %d rounds: %.2f), want <= 1.2x", m, len(ratios), ratios)
+	}
+	if peak > 50<<20 {
+		b.Errorf("dctl's peak RSS is %d MiB, want <= 50 MiB", peak>>20)
 	}
 }
 
