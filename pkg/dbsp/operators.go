@@ -163,17 +163,71 @@ type MapFunc func(Document) (Document, error)
 
 // Map is the lifted map operator: each element d with weight w becomes f(d)
 // with weight w (weights of equal results add up). It is linear, so Step and
-// Snapshot both apply f to their argument and Map has no state.
-type Map struct{ f MapFunc }
+// Snapshot both apply f to their argument and Map has no state, unless it
+// memoizes (see Memoize).
+type Map struct {
+	f    MapFunc
+	memo *valueMap[mapResult] // by input document, when memoizing
+}
+
+// mapResult is what a memoizing Map remembers of one input document: the
+// result f gave it, the result's hash, and the document's integrated
+// weight.
+type mapResult struct {
+	out    Document
+	h      uint64
+	weight int
+}
 
 // NewMap returns the lifted map of f.
 func NewMap(f MapFunc) *Map { return &Map{f: f} }
 
+// Memoize makes Step remember, for each document of the integrated input
+// (the sum of the deltas stepped so far), the result f gave it: a later
+// delta that removes the document emits that result again without calling
+// f or hashing the result, so an update (the old version out, the new one
+// in) evaluates f once, and an f that reads the clock retracts exactly
+// what it emitted. The cost is one entry per distinct live input document,
+// which references the document: memoize only where the input documents
+// are kept alive anyway (source objects), not where they are built per
+// step. Step then changes the operator's state (stepping the negated delta
+// undoes it); Snapshot does not use it; Reset clears it.
+func (m *Map) Memoize() { m.memo = &valueMap[mapResult]{} }
+
 // Step implements Operator.
 func (m *Map) Step(delta *ZSet) (*ZSet, error) {
+	if m.memo == nil {
+		return m.Snapshot(delta)
+	}
 	out := &ZSet{}
 	var errs errorList
-	delta.each(func(_ uint64, doc Document, w int) bool {
+	delta.each(func(h uint64, doc Document, w int) bool {
+		r, ok := m.memo.get(h, doc)
+		if !ok {
+			res, err := m.f(doc)
+			if err != nil {
+				errs.add(err)
+				return true
+			}
+			r = mapResult{out: res, h: Hash(res)}
+		}
+		r.weight += w
+		if r.weight == 0 {
+			m.memo.del(h, doc)
+		} else {
+			m.memo.put(h, doc, r)
+		}
+		out.insertHashed(r.h, r.out, w)
+		return true
+	})
+	return out, errs.err()
+}
+
+// Snapshot implements Operator: f applied to every element of input.
+func (m *Map) Snapshot(input *ZSet) (*ZSet, error) {
+	out := &ZSet{}
+	var errs errorList
+	input.each(func(_ uint64, doc Document, w int) bool {
 		res, err := m.f(doc)
 		if err != nil {
 			errs.add(err)
@@ -185,11 +239,12 @@ func (m *Map) Step(delta *ZSet) (*ZSet, error) {
 	return out, errs.err()
 }
 
-// Snapshot implements Operator; for a linear operator it is Step.
-func (m *Map) Snapshot(input *ZSet) (*ZSet, error) { return m.Step(input) }
-
-// Reset implements Operator; Map has no state.
-func (m *Map) Reset() {}
+// Reset implements Operator; it clears the memo of a memoizing Map.
+func (m *Map) Reset() {
+	if m.memo != nil {
+		m.memo = &valueMap[mapResult]{}
+	}
+}
 
 // Predicate decides whether a document passes a Filter.
 type Predicate func(Document) (bool, error)

@@ -167,6 +167,14 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 		switch name {
 		case opGather, opMux, opGroupBy, opDistinct:
 			st.stateful = true
+		case opProject:
+			// A @project over the source objects themselves (only @select
+			// before it, no @join, no decoded Secrets) remembers its
+			// results: an update evaluates it once, for the new version.
+			if m, ok := op.(*dbsp.Map); ok && p.join == nil && !p.secretSource && p.onlySelects() {
+				m.Memoize()
+				st.stateful = true
+			}
 		}
 		p.stages = append(p.stages, st)
 	}
@@ -174,6 +182,17 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 		return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("a pipeline over several sources (%s) must start with @join", strings.Join(sources, ", "))}
 	}
 	return p, nil
+}
+
+// onlySelects reports whether every stage compiled so far is a @select,
+// which passes its input documents on as they are.
+func (p *Pipeline) onlySelects() bool {
+	for _, st := range p.stages {
+		if st.name != opSelect {
+			return false
+		}
+	}
+	return true
 }
 
 // aggregateForm reads the earlier Δ-controller spelling of a pipeline, a

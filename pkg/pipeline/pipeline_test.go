@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -272,5 +273,55 @@ func TestErrorsKeepState(t *testing.T) {
 	fixed := dbsp.FromDocuments(dbsp.Document{"metadata": map[string]any{"name": "a", "namespace": "ns"}, "n": []any{int64(1), int64(2)}})
 	if !out.Equal(fixed.Minus(want)) {
 		t.Fatalf("output = %v", out)
+	}
+}
+
+// TestProjectRetractsWhatItEmitted: a @project over the source objects
+// remembers its results, so an update retracts the document the old version
+// gave even when the expression is not deterministic (@rnd here): after
+// any sequence of updates the integrated output holds exactly one document
+// per live object, each with weight 1.
+func TestProjectRetractsWhatItEmitted(t *testing.T) {
+	p, err := Compile(mustJSON(t, `[
+		{"@select": {"@eq": ["$.metadata.namespace", "default"]}},
+		{"@project": {"metadata": {"name": "$.metadata.name"}, "spec": {"r": {"@rnd": [0, 1000000000]}, "app": "$.metadata.labels.app"}}}
+	]`), []string{"Pod"}, Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := dbsp.NewZSet()
+	live := map[string]dbsp.Document{}
+	step := func(d *dbsp.ZSet) {
+		t.Helper()
+		out, err := p.Process(map[string]*dbsp.ZSet{"Pod": d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		total.Add(out)
+	}
+	for i := 0; i < 50; i++ {
+		name := fmt.Sprintf("p%d", i%5)
+		d := dbsp.NewZSet()
+		if old, ok := live[name]; ok {
+			d.Insert(old, -1)
+		}
+		if i%7 == 6 {
+			delete(live, name)
+		} else {
+			live[name] = pod(name, fmt.Sprintf("v%d", i))
+			d.Insert(live[name], 1)
+		}
+		step(d)
+		if total.Len() != len(live) {
+			t.Fatalf("step %d: %d output documents for %d objects: %v", i, total.Len(), len(live), total)
+		}
+		total.Range(func(doc dbsp.Document, w int) bool {
+			name, _ := doc["metadata"].(map[string]any)["name"].(string)
+			app, _ := doc["spec"].(map[string]any)["app"].(string)
+			if w != 1 || live[name] == nil || live[name]["metadata"].(map[string]any)["labels"].(map[string]any)["app"] != app {
+				t.Fatalf("step %d: output %v with weight %d, objects %v", i, doc, w, live)
+			}
+			return true
+		})
 	}
 }
