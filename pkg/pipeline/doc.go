@@ -14,5 +14,8 @@
 // output collection, doing work proportional to the change; Evaluate is its
 // snapshot twin that computes the whole output from whole inputs. For
 // deterministic expressions the integral of Process outputs always equals
-// Evaluate of the integrated inputs.
+// Evaluate of the integrated inputs. A @project over the source objects
+// (only @select before it, no @join) remembers the result it gave each
+// live object, so an update evaluates it once, and it retracts exactly what
+// it emitted even when it reads the clock (@now) or draws (@rnd).
 package pipeline

@@ -1,9 +1,9 @@
 package pipeline
 
 import (
-	"fmt"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
