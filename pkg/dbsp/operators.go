@@ -168,6 +168,42 @@ type MapFunc func(Document) (Document, error)
 type Map struct {
 	f    MapFunc
 	memo *valueMap[mapResult] // by input document, when memoizing
+	log  []memoChange         // the memo entries the last Step changed, as they were
+}
+
+// memoChange is one memo entry as it was before a Step changed it.
+type memoChange struct {
+	h   uint64
+	doc Document
+	was mapResult
+	ok  bool // the entry existed
+}
+
+// UndoStep restores the memo of a memoizing Map to what it was before the
+// last Step, so that a refused step (see LimitError) leaves the results it
+// remembered as they were rather than evaluating f again; a no-op for a
+// Map that does not memoize.
+func (m *Map) UndoStep() {
+	for i := len(m.log) - 1; i >= 0; i-- {
+		c := m.log[i]
+		if c.ok {
+			m.memo.put(c.h, c.doc, c.was)
+		} else {
+			m.memo.del(c.h, c.doc)
+		}
+	}
+	m.forgetLog()
+}
+
+// forgetLog empties the undo log, releasing the documents it references
+// (and a large log's array).
+func (m *Map) forgetLog() {
+	if cap(m.log) > 4096 {
+		m.log = nil
+		return
+	}
+	clear(m.log)
+	m.log = m.log[:0]
 }
 
 // mapResult is what a memoizing Map remembers of one input document: the
@@ -190,8 +226,8 @@ func NewMap(f MapFunc) *Map { return &Map{f: f} }
 // what it emitted. The cost is one entry per distinct live input document,
 // which references the document: memoize only where the input documents
 // are kept alive anyway (source objects), not where they are built per
-// step. Step then changes the operator's state (stepping the negated delta
-// undoes it); Snapshot does not use it; Reset clears it.
+// step. Step then changes the operator's state (UndoStep undoes the last one);
+// Snapshot does not use it; Reset clears it.
 func (m *Map) Memoize() { m.memo = &valueMap[mapResult]{} }
 
 // Step implements Operator.
@@ -201,8 +237,10 @@ func (m *Map) Step(delta *ZSet) (*ZSet, error) {
 	}
 	out := &ZSet{}
 	var errs errorList
+	m.forgetLog()
 	delta.each(func(h uint64, doc Document, w int) bool {
 		r, ok := m.memo.get(h, doc)
+		was := r
 		if !ok {
 			res, err := m.f(doc)
 			if err != nil {
@@ -211,6 +249,7 @@ func (m *Map) Step(delta *ZSet) (*ZSet, error) {
 			}
 			r = mapResult{out: res, h: Hash(res)}
 		}
+		m.log = append(m.log, memoChange{h, doc, was, ok})
 		r.weight += w
 		if r.weight == 0 {
 			m.memo.del(h, doc)
@@ -244,6 +283,7 @@ func (m *Map) Reset() {
 	if m.memo != nil {
 		m.memo = &valueMap[mapResult]{}
 	}
+	m.log = nil
 }
 
 // Predicate decides whether a document passes a Filter.

@@ -176,7 +176,7 @@ func MergePatchChanges(doc, patch map[string]any) bool {
 		}
 		// A map patch over a value that is not a map replaces it.
 		cm, curIsMap := cur.(map[string]any)
-		if !curIsMap || MergePatchChanges(cm, pm) {
+		if !curIsMap || cm == nil || MergePatchChanges(cm, pm) {
 			return true
 		}
 	}

@@ -217,3 +217,21 @@ func FuzzMergePatchChanges(f *testing.F) {
 		}
 	})
 }
+
+// TestMergePatchChangesNilMaps: a nil map in the document is not an empty
+// map to merge into (MergePatch makes it one, which is a change).
+func TestMergePatchChangesNilMaps(t *testing.T) {
+	for _, c := range []struct {
+		doc, patch map[string]any
+	}{
+		{map[string]any{"a": map[string]any(nil)}, map[string]any{"a": map[string]any{}}},
+		{map[string]any{"a": map[string]any(nil)}, map[string]any{"a": map[string]any{"b": nil}}},
+		{map[string]any{"a": map[string]any(nil)}, map[string]any{"a": map[string]any{"b": "c"}}},
+		{map[string]any{"a": map[string]any{}}, map[string]any{"a": map[string]any{}}},
+	} {
+		merged, _ := MergePatch(c.doc, c.patch)
+		if got, want := MergePatchChanges(c.doc, c.patch), !Equal(merged, c.doc); got != want {
+			t.Errorf("MergePatchChanges(%#v, %#v) = %v, applying it gives a change: %v", c.doc, c.patch, got, want)
+		}
+	}
+}

@@ -360,7 +360,11 @@ func (p *Pipeline) run(in map[string]*dbsp.ZSet, incremental bool) (*dbsp.ZSet, 
 			if errors.As(err, &le) {
 				return nil, fail(st.label, le)
 			}
-			if st.stateful {
+			if u, ok := st.op.(interface{ UndoStep() }); ok && st.stateful {
+				// A memoizing @project restores what it remembered
+				// (stepping back would evaluate it again).
+				undo = append(undo, u.UndoStep)
+			} else if st.stateful {
 				undo = append(undo, func() { _, _ = st.op.Step(prev.Negate()) })
 			}
 			if cur.Len() > max {

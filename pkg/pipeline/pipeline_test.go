@@ -325,3 +325,50 @@ func TestProjectRetractsWhatItEmitted(t *testing.T) {
 		})
 	}
 }
+
+// TestProjectMemoSurvivesRefusal: a refused update (a later stage over
+// MaxDeltaEntries) leaves what a nondeterministic @project remembered as it
+// was, so deleting the object afterwards retracts what was emitted.
+func TestProjectMemoSurvivesRefusal(t *testing.T) {
+	p, err := Compile(mustJSON(t, `[
+		{"@project": {"metadata": {"name": "$.metadata.name"}, "spec": {"list": "$.spec.list", "r": {"@rnd": [0, 1000000000]}}}},
+		{"@unwind": "$.spec.list"}
+	]`), []string{"Pod"}, Options{Path: path, MaxDeltaEntries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withList := func(n int) dbsp.Document {
+		l := []any{}
+		for i := 0; i < n; i++ {
+			l = append(l, int64(i))
+		}
+		return dbsp.Document{"metadata": map[string]any{"name": "a"}, "spec": map[string]any{"list": l}}
+	}
+	total := dbsp.NewZSet()
+	step := func(d *dbsp.ZSet) error {
+		out, err := p.Process(map[string]*dbsp.ZSet{"Pod": d})
+		if err == nil {
+			total.Add(out)
+		}
+		return err
+	}
+	a, big := withList(1), withList(10)
+	if err := step(dbsp.FromDocuments(a)); err != nil {
+		t.Fatal(err)
+	}
+	d := dbsp.NewZSet()
+	d.Insert(a, -1)
+	d.Insert(big, 1)
+	var le *LimitError
+	if err := step(d); !errors.As(err, &le) {
+		t.Fatalf("want a LimitError, got %v", err)
+	}
+	d = dbsp.NewZSet()
+	d.Insert(a, -1)
+	if err := step(d); err != nil {
+		t.Fatal(err)
+	}
+	if !total.IsEmpty() {
+		t.Fatalf("after deleting the only object the integrated output is %v", total)
+	}
+}
