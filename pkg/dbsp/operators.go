@@ -192,12 +192,13 @@ func (m *Map) UndoStep() {
 			m.memo.del(c.h, c.doc)
 		}
 	}
-	m.forgetLog()
+	m.ForgetStep()
 }
 
-// forgetLog empties the undo log, releasing the documents it references
-// (and a large log's array).
-func (m *Map) forgetLog() {
+// ForgetStep empties the undo log of the last Step, releasing the
+// documents it references (and a large log's array): call it once the step
+// stands.
+func (m *Map) ForgetStep() {
 	if cap(m.log) > 4096 {
 		m.log = nil
 		return
@@ -237,7 +238,7 @@ func (m *Map) Step(delta *ZSet) (*ZSet, error) {
 	}
 	out := &ZSet{}
 	var errs errorList
-	m.forgetLog()
+	m.ForgetStep()
 	delta.each(func(h uint64, doc Document, w int) bool {
 		r, ok := m.memo.get(h, doc)
 		was := r

@@ -317,6 +317,17 @@ func (p *Pipeline) run(in map[string]*dbsp.ZSet, incremental bool) (*dbsp.ZSet, 
 	// undo holds, while a bounded step runs, the undo of each stage step
 	// already taken, in order.
 	var undo []func()
+	if incremental {
+		// Once the call is over its steps stand (or were undone): the
+		// stages that log for an undo drop their logs.
+		defer func() {
+			for _, st := range p.stages {
+				if f, ok := st.op.(interface{ ForgetStep() }); ok {
+					f.ForgetStep()
+				}
+			}
+		}()
+	}
 	if p.join != nil {
 		defer func() { p.join.inputs = nil }()
 	}
