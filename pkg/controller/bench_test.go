@@ -24,7 +24,7 @@ import (
 // output into the controller's state and the target write, which reaches a
 // fake writer (no API server is measured). Run with
 //
-//	go test ./pkg/controller -run '^$' -bench Change -benchtime=4000x
+//	go test ./pkg/controller -run '^$' -bench Change -benchtime=300000x
 //
 // They report the process CPU time per change (ns/change, GC included) and
 // the heap allocations per change (allocs/change).

@@ -946,7 +946,15 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	// The label and annotation keys the output sets are recorded on the
 	// object, so that a later write (of this run or after a restart) removes
 	// those the output drops.
-	outLabels, ann := metadataStrings(obj.Object, "labels"), maps.Clone(metadataStrings(obj.Object, "annotations"))
+	outLabels, err := outputMetadataStrings(obj.Object, "labels")
+	if err != nil {
+		return false, err
+	}
+	ann, err := outputMetadataStrings(obj.Object, "annotations")
+	if err != nil {
+		return false, err
+	}
+	ann = maps.Clone(ann)
 	managed := outputKeys(outLabels, ann)
 	if !c.target.IsView() {
 		// A digest of the output: when the output changed since the

@@ -110,6 +110,44 @@ func metadataStrings(doc map[string]any, field string) map[string]any {
 	return m
 }
 
+// outputMetadataStrings returns metadata[field] of an output object about
+// to be written (labels or annotations) as metadataStrings does, and
+// normalizes it in doc as the API server would store it: a null map is
+// removed, null values become "". A value that is neither a string nor
+// null, or a field that is not a map, is an error naming it (the Kubernetes
+// API types labels and annotations as maps of strings). doc must be the
+// writer's own copy of the metadata map.
+func outputMetadataStrings(doc map[string]any, field string) (map[string]any, error) {
+	meta, _ := doc["metadata"].(map[string]any)
+	v, ok := meta[field]
+	if !ok {
+		return nil, nil
+	}
+	if v == nil {
+		delete(meta, field)
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("metadata.%s is %T, want a map of strings", field, v)
+	}
+	coerced := false
+	for k, e := range m {
+		switch e.(type) {
+		case string:
+		case nil:
+			coerced = true
+		default:
+			return nil, fmt.Errorf("metadata.%s[%q] is %v (%T), want a string (quote it, or convert it with @string)", field, k, e, e)
+		}
+	}
+	if coerced {
+		m = metadataStrings(doc, field)
+		meta[field] = m
+	}
+	return m, nil
+}
+
 func (m managedKeys) union(o managedKeys) managedKeys {
 	return managedKeys{Labels: unionSorted(m.Labels, o.Labels), Annotations: unionSorted(m.Annotations, o.Annotations)}
 }

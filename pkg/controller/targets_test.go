@@ -433,3 +433,81 @@ func TestRestoreAfterOwnUpdate(t *testing.T) {
 		t.Errorf("data.image = %q, want e", img)
 	}
 }
+
+// TestOutputMetadataValues: an Updater refuses an output whose labels or
+// annotations hold a value that is not a string, naming the key, instead
+// of dropping them all; null values are written as "" and a null map is
+// left out, as the API server stores them.
+func TestOutputMetadataValues(t *testing.T) {
+	const y = `
+name: meta
+sources: [{apiGroup: example.com, version: v1, kind: Src}]
+pipeline:
+  "@project":
+    - {"$.": "$.spec.out"}
+    - metadata: {name: $.metadata.name, namespace: $.metadata.namespace}
+target: {apiGroup: example.com, version: v1, kind: Out}
+`
+	src := func(name string, meta map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "example.com/v1", "kind": "Src",
+			"metadata": map[string]any{"name": name, "namespace": "default"},
+			"spec":     map[string]any{"out": map[string]any{"metadata": meta}},
+		}}
+		return u
+	}
+	for _, tc := range []struct {
+		name    string
+		meta    map[string]any
+		wantErr string
+		check   func(t *testing.T, u *unstructured.Unstructured)
+	}{
+		{name: "number annotation", meta: map[string]any{"annotations": map[string]any{"good": "x", "bad": int64(5)}},
+			wantErr: `metadata.annotations["bad"] is 5 (int64), want a string`},
+		{name: "map label", meta: map[string]any{"labels": map[string]any{"a": map[string]any{"x": int64(1)}}},
+			wantErr: `metadata.labels["a"] is map[x:1] (map[string]interface {}), want a string`},
+		{name: "annotations not a map", meta: map[string]any{"annotations": "str"},
+			wantErr: `metadata.annotations is string, want a map of strings`},
+		{name: "null values", meta: map[string]any{"labels": map[string]any{"a": nil, "b": "1"}, "annotations": map[string]any{"n": nil}},
+			check: func(t *testing.T, u *unstructured.Unstructured) {
+				if l := u.GetLabels(); len(l) != 2 || l["a"] != "" || l["b"] != "1" {
+					t.Errorf("labels %v, want a: \"\", b: 1", u.Object["metadata"])
+				}
+				if a, ok := u.Object["metadata"].(map[string]any)["annotations"].(map[string]any)["n"].(string); !ok || a != "" {
+					t.Errorf("annotation n %v, want \"\"", u.Object["metadata"])
+				}
+			}},
+		{name: "null labels", meta: map[string]any{"labels": nil},
+			check: func(t *testing.T, u *unstructured.Unstructured) {
+				if _, ok := u.Object["metadata"].(map[string]any)["labels"]; ok {
+					t.Errorf("metadata %v keeps a null labels map", u.Object["metadata"])
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newFakeWriter()
+			c, err := New(spec(t, y), Options{Operator: "op", Client: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.HandleBatch(context.Background(), []Change{{New: src("s", tc.meta)}})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				if len(w.objs) != 0 {
+					t.Fatalf("wrote %v", w.objs)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := w.objs[object.Key{Namespace: "default", Name: "s"}]
+			if u == nil {
+				t.Fatal("nothing written")
+			}
+			tc.check(t, u)
+		})
+	}
+}
