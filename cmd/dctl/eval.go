@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -133,12 +135,45 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 		return err
 	}
 	if len(runErrs) > 0 {
+		var all []error
 		for _, e := range runErrs {
+			all = append(all, leafErrors(e)...)
+		}
+		for _, e := range all {
 			fmt.Fprintf(stderr, "error: %v\n", e)
 		}
-		return &exitError{code: 2, err: fmt.Errorf("%d error(s) while running the controllers", len(runErrs))}
+		return &exitError{code: 2, err: fmt.Errorf("%d error(s) while running the controllers", len(all))}
 	}
 	return nil
+}
+
+// leafErrors returns the errors joined in err (errors.Join, also nested
+// and behind a wrapping prefix such as `operator "x": controller "y": `,
+// which each leaf then carries), so that they are printed and counted one
+// by one.
+func leafErrors(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			if e != nil {
+				out = append(out, leafErrors(e)...)
+			}
+		}
+		return out
+	}
+	inner := errors.Unwrap(err)
+	if inner == nil || !strings.HasSuffix(err.Error(), inner.Error()) {
+		return []error{err}
+	}
+	leaves := leafErrors(inner)
+	if len(leaves) < 2 {
+		return []error{err}
+	}
+	prefix := strings.TrimSuffix(err.Error(), inner.Error())
+	for i, e := range leaves {
+		leaves[i] = fmt.Errorf("%s%w", prefix, e)
+	}
+	return leaves
 }
 
 func readOperators(path string) ([]*opv1a1.Operator, error) {
