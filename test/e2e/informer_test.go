@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dcontroller/dcontroller/pkg/watchcodec"
 )
 
 // podWatches reads the API server's count of open Pod watches.
@@ -71,5 +73,47 @@ spec:
 	}
 	for i := 0; i < 10; i++ {
 		mustKubectl(t, "", "delete", "operators.dcontroller.io", fmt.Sprintf("shared-%d", i))
+	}
+}
+
+// TestInformersDecodeOnce: the manager's informers decode watched objects
+// with the one-parse decoder (pkg/watchcodec), not client-go's, and the
+// operator sees them as before.
+func TestInformersDecodeOnce(t *testing.T) {
+	once0, handed0 := watchcodec.Counts()
+	startManager(t)
+	mustKubectl(t, "", "create", "namespace", "e2e-decode")
+	mustKubectl(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: decode-once
+spec:
+  controllers:
+    - name: c
+      sources: [{apiGroup: "", kind: ConfigMap, namespace: e2e-decode}]
+      pipeline:
+        "@project":
+          metadata: {name: "$.metadata.name", namespace: e2e-decode-out}
+          data: {copy: "$.data.v"}
+      target: {apiGroup: "", kind: ConfigMap}
+`, "apply", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "operators.dcontroller.io", "decode-once") })
+	mustKubectl(t, "", "create", "namespace", "e2e-decode-out")
+	for i := 0; i < 5; i++ {
+		mustKubectl(t, "", "-n", "e2e-decode", "create", "configmap", fmt.Sprint("cm-", i), fmt.Sprintf("--from-literal=v=x%d", i))
+	}
+	eventually(t, 30*time.Second, func() string {
+		out, err := kubectl(t, "", "-n", "e2e-decode-out", "get", "configmap", "cm-4", "-o", "jsonpath={.data.copy}")
+		if err != nil || out != "x4" {
+			return fmt.Sprintf("target cm-4: %q %v", out, err)
+		}
+		return ""
+	})
+	once1, handed1 := watchcodec.Counts()
+	if once1-once0 < 5 {
+		t.Fatalf("the one-parse decoder decoded %d objects, want at least the 5 ConfigMaps", once1-once0)
+	}
+	if handed1 != handed0 {
+		t.Fatalf("%d objects went to client-go's decoder, want none", handed1-handed0)
 	}
 }

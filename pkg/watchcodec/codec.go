@@ -1,0 +1,211 @@
+// Package watchcodec is a content negotiator for the dynamic client that
+// decodes JSON watch events and responses into unstructured objects in one
+// parse instead of several.
+//
+// client-go's dynamic client reads each watch event five times: the JSON
+// framer scans the stream for the event's end, the event envelope
+// (metav1.WatchEvent) is scanned for its apiVersion/kind and then decoded
+// (copying the object's bytes into a RawExtension), and the object is
+// scanned for its apiVersion/kind, checked for an "items" list and decoded
+// into a map. Only the last pass builds anything. This negotiator keeps
+// the framer, splits the envelope by its fixed prefix
+// ({"type":"TYPE","object":...}, the shape the API server writes for a
+// metav1.WatchEvent) and decodes the object once with the same JSON rules
+// (sigs.k8s.io/json: case-sensitive keys, integers as int64). Whatever it
+// does not recognise (another envelope shape, a list, a kind of the
+// meta.k8s.io/v1 scheme such as Status, a missing kind, a syntax error) is
+// handed to client-go's own decoders unchanged, so errors and typed results
+// are exactly client-go's.
+package watchcodec
+
+import (
+	"bytes"
+	"net/http"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	kjson "sigs.k8s.io/json"
+)
+
+// metaScheme holds the kinds client-go's dynamic client decodes into typed
+// meta.k8s.io/v1 objects (Status, WatchEvent, the option kinds) rather
+// than Unstructured; those go to the standard decoder.
+var metaScheme = runtime.NewScheme()
+
+func init() {
+	metav1.AddToGroupVersion(metaScheme, schema.GroupVersion{Version: "v1"})
+}
+
+// DynamicConfig returns the dynamic client's configuration for cfg
+// (dynamic.ConfigFor) with the one-parse JSON decoders in its negotiator.
+// Requests, encoding and non-JSON media types are client-go's.
+func DynamicConfig(cfg *rest.Config) *rest.Config {
+	out := dynamic.ConfigFor(cfg)
+	out.NegotiatedSerializer = Wrap(out.NegotiatedSerializer)
+	return out
+}
+
+// NewDynamic returns a dynamic client over DynamicConfig(cfg), sharing
+// httpClient's connections when it is not nil.
+func NewDynamic(cfg *rest.Config, httpClient *http.Client) (dynamic.Interface, error) {
+	c := DynamicConfig(cfg)
+	var rc *rest.RESTClient
+	var err error
+	if httpClient != nil {
+		rc, err = rest.UnversionedRESTClientForConfigAndClient(c, httpClient)
+	} else {
+		rc, err = rest.UnversionedRESTClientFor(c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.New(rc), nil
+}
+
+// Wrap returns ns with its application/json serializer (the decoder of
+// responses and of watched objects) and stream serializer (the decoder of
+// watch envelopes) replaced by one-parse decoders that fall back to ns's
+// own. Other media types are unchanged.
+func Wrap(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
+	infos := append([]runtime.SerializerInfo(nil), ns.SupportedMediaTypes()...)
+	for i := range infos {
+		if infos[i].MediaType != runtime.ContentTypeJSON {
+			continue
+		}
+		infos[i].Serializer = objectSerializer{Serializer: infos[i].Serializer}
+		if ss := infos[i].StreamSerializer; ss != nil {
+			s := *ss
+			s.Serializer = envelopeSerializer{Serializer: ss.Serializer}
+			s.Framer = jsonFramer
+			infos[i].StreamSerializer = &s
+		}
+	}
+	return negotiated{NegotiatedSerializer: ns, infos: infos}
+}
+
+type negotiated struct {
+	runtime.NegotiatedSerializer
+	infos []runtime.SerializerInfo
+}
+
+func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo { return n.infos }
+
+// objectSerializer decodes a JSON object into *unstructured.Unstructured
+// in one parse when the caller asks for no particular type (into == nil,
+// as the REST client's Result.Get and the watch decoder do).
+type objectSerializer struct{ runtime.Serializer }
+
+func (s objectSerializer) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if into != nil {
+		return s.Serializer.Decode(data, defaults, into)
+	}
+	obj, gvk, ok := decodeObject(data)
+	if !ok {
+		handedOn.Add(1)
+		return s.Serializer.Decode(data, defaults, into)
+	}
+	decodedOnce.Add(1)
+	return obj, gvk, nil
+}
+
+var decodedOnce, handedOn atomic.Int64
+
+// Counts returns how many objects this process's negotiators decoded in
+// one parse and how many they handed to client-go's decoder (lists,
+// meta.k8s.io kinds such as the Status of an ERROR event, malformed input).
+func Counts() (once, clientGo int64) { return decodedOnce.Load(), handedOn.Load() }
+
+// decodeObject decodes data into an Unstructured, or reports false when
+// client-go's decoder must decide (syntax error, missing apiVersion or
+// kind, a list, a meta.k8s.io/v1 kind).
+func decodeObject(data []byte) (*unstructured.Unstructured, *schema.GroupVersionKind, bool) {
+	var m map[string]any
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &m); err != nil || m == nil {
+		return nil, nil, false
+	}
+	apiVersion, _ := m["apiVersion"].(string)
+	kind, _ := m["kind"].(string)
+	if apiVersion == "" || kind == "" {
+		return nil, nil, false
+	}
+	if _, list := m["items"]; list {
+		return nil, nil, false
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || gv.Version == "" {
+		return nil, nil, false
+	}
+	gvk := gv.WithKind(kind)
+	// client-go's dynamic decoder makes a typed object of every kind its
+	// meta.k8s.io scheme can create, the unversioned ones (Status,
+	// APIGroup, ...) whatever the apiVersion.
+	if _, err := metaScheme.New(gvk); err == nil {
+		return nil, nil, false
+	}
+	return &unstructured.Unstructured{Object: m}, &gvk, true
+}
+
+// envelopeSerializer splits a watch event {"type":"T","object":O} into
+// metav1.WatchEvent{Type: T, Object.Raw: O} without parsing O (the object
+// decoder parses it once). Other shapes go to the standard decoder.
+type envelopeSerializer struct{ runtime.Serializer }
+
+var (
+	typePrefix   = []byte(`{"type":"`)
+	objectPrefix = []byte(`","object":`)
+)
+
+func (s envelopeSerializer) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	ev, ok := into.(*metav1.WatchEvent)
+	if !ok {
+		return s.Serializer.Decode(data, defaults, into)
+	}
+	typ, raw, ok := splitEvent(data)
+	if !ok {
+		return s.Serializer.Decode(data, defaults, into)
+	}
+	ev.Type = typ
+	// The frame's buffer is reused for the next event; RawExtension's own
+	// JSON decoding copies too.
+	ev.Object = runtime.RawExtension{Raw: append([]byte(nil), raw...)}
+	gvk := metav1.SchemeGroupVersion.WithKind("WatchEvent")
+	return ev, &gvk, nil
+}
+
+// splitEvent matches {"type":"T","object":O} with T made of ASCII letters
+// and O a JSON object, allowing whitespace after O and after the event.
+// It does not validate O: the object decoder does.
+func splitEvent(data []byte) (string, []byte, bool) {
+	if !bytes.HasPrefix(data, typePrefix) {
+		return "", nil, false
+	}
+	rest := data[len(typePrefix):]
+	i := 0
+	for i < len(rest) && (rest[i] >= 'A' && rest[i] <= 'Z' || rest[i] >= 'a' && rest[i] <= 'z') {
+		i++
+	}
+	if i == 0 || !bytes.HasPrefix(rest[i:], objectPrefix) {
+		return "", nil, false
+	}
+	typ := string(rest[:i])
+	body := rest[i+len(objectPrefix):]
+	if len(body) == 0 || body[0] != '{' {
+		return "", nil, false
+	}
+	var s valueScanner
+	end := s.scan(body)
+	if end < 0 {
+		return "", nil, false
+	}
+	// Only the envelope's closing brace may follow the object.
+	tail := bytes.TrimSpace(body[end:])
+	if len(tail) != 1 || tail[0] != '}' {
+		return "", nil, false
+	}
+	return typ, body[:end], true
+}
