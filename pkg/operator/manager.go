@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -113,6 +115,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 		LeaderElectionResourceLock: opts.LeaderElectionResourceLock,
 		PprofBindAddress:           opts.PprofAddr,
 		Client:                     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		MapperProvider:             newMemoMapper,
 		// managedFields is the bulk of many objects and no pipeline reads it.
 		Cache: cache.Options{DefaultTransform: received.transform, SyncPeriod: syncPeriod,
 			NewInformer: watches.newInformer},
@@ -178,6 +181,49 @@ func (w *unstructuredWatches) newInformer(lw toolscache.ListerWatcher, obj runti
 		}
 	}
 	return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+}
+
+// memoMapper remembers the answers of RESTMapping for one version. The
+// client resolves a kind to its resource on every write, and
+// controller-runtime's mapper answers through meta.PriorityRESTMapper,
+// which lists every mapping of the group each time (about 50µs and a few
+// KB of garbage per patch). An answer stays right while the resource
+// exists: a CustomResourceDefinition's resource name is its own name and
+// its scope cannot change; when the resource goes away, the write fails
+// with NotFound as it would with a fresh answer. Errors are not
+// remembered, so a kind added later is found as before.
+type memoMapper struct {
+	meta.RESTMapper
+	m sync.Map // memoKey -> *meta.RESTMapping
+}
+
+type memoKey struct {
+	gk      schema.GroupKind
+	version string
+}
+
+func newMemoMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
+	m, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &memoMapper{RESTMapper: m}, nil
+}
+
+func (m *memoMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	if len(versions) != 1 {
+		return m.RESTMapper.RESTMapping(gk, versions...)
+	}
+	k := memoKey{gk, versions[0]}
+	if v, ok := m.m.Load(k); ok {
+		return v.(*meta.RESTMapping), nil
+	}
+	r, err := m.RESTMapper.RESTMapping(gk, versions...)
+	if err != nil {
+		return nil, err
+	}
+	m.m.Store(k, r)
+	return r, nil
 }
 
 // cacheSynced is the manager's readiness check: ready once every informer

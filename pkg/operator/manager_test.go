@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
@@ -44,5 +46,61 @@ func TestCacheSynced(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// countingMapper answers RESTMapping from a fixed table and counts calls.
+type countingMapper struct {
+	meta.RESTMapper
+	calls int
+	known map[schema.GroupKind]string
+}
+
+func (c *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	c.calls++
+	res, ok := c.known[gk]
+	if !ok {
+		return nil, &meta.NoKindMatchError{GroupKind: gk, SearchedVersions: versions}
+	}
+	v := ""
+	if len(versions) > 0 {
+		v = versions[0]
+	}
+	return &meta.RESTMapping{Resource: schema.GroupVersionResource{Group: gk.Group, Version: v, Resource: res},
+		GroupVersionKind: gk.WithVersion(v), Scope: meta.RESTScopeNamespace}, nil
+}
+
+func TestMemoMapper(t *testing.T) {
+	pods := schema.GroupKind{Kind: "Pod"}
+	widgets := schema.GroupKind{Group: "example.com", Kind: "Widget"}
+	under := &countingMapper{known: map[schema.GroupKind]string{pods: "pods"}}
+	m := &memoMapper{RESTMapper: under}
+	for i := 0; i < 3; i++ {
+		r, err := m.RESTMapping(pods, "v1")
+		if err != nil || r.Resource.Resource != "pods" || r.Resource.Version != "v1" {
+			t.Fatalf("RESTMapping(Pod, v1) = %+v, %v", r, err)
+		}
+	}
+	if under.calls != 1 {
+		t.Fatalf("three lookups of one kind and version asked the mapper %d times, want 1", under.calls)
+	}
+	// A kind not known yet is asked again: it may have been added since.
+	if _, err := m.RESTMapping(widgets, "v1"); !meta.IsNoMatchError(err) {
+		t.Fatalf("unknown kind: %v, want a no-match error", err)
+	}
+	under.known[widgets] = "widgets"
+	if r, err := m.RESTMapping(widgets, "v1"); err != nil || r.Resource.Resource != "widgets" {
+		t.Fatalf("kind added later: %+v, %v", r, err)
+	}
+	// Another version, and lookups over several versions, are not answered
+	// from the memo.
+	if r, err := m.RESTMapping(pods, "v2"); err != nil || r.Resource.Version != "v2" {
+		t.Fatalf("RESTMapping(Pod, v2) = %+v, %v", r, err)
+	}
+	before := under.calls
+	_, _ = m.RESTMapping(pods)
+	_, _ = m.RESTMapping(pods, "v1", "v2")
+	if under.calls != before+2 {
+		t.Fatalf("lookups without exactly one version asked the mapper %d times, want 2", under.calls-before)
 	}
 }
