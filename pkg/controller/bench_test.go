@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/dcontroller/dcontroller/internal/cputime"
 	"github.com/dcontroller/dcontroller/pkg/object"
@@ -314,14 +315,14 @@ func BenchmarkHeapPerPod(b *testing.B) {
 				base := heapInUse()
 				var cache []*unstructured.Unstructured
 				for j := 0; j < n; j++ {
-					cache = append(cache, benchPod(j, n/10, 0))
+					cache = append(cache, decoded(b, benchPod(j, n/10, 0)))
 				}
 				for j := 0; j < n/10; j++ {
 					d := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(10)}}}
 					d.SetGroupVersionKind(benchDepGVK)
 					d.SetNamespace("default")
 					d.SetName("app-" + strconv.Itoa(j))
-					cache = append(cache, d)
+					cache = append(cache, decoded(b, d))
 				}
 				cached := heapInUse() - base
 				c, err := New(spec(b, bc.spec), Options{Operator: "bench", Client: newFakeWriter()})
@@ -348,6 +349,21 @@ func BenchmarkHeapPerPod(b *testing.B) {
 			}
 		})
 	}
+}
+
+// decoded returns u as an informer cache holds it: decoded from the JSON
+// an API server sends (every string its own allocation), with the JSON
+// rules of client-go's decoders (sigs.k8s.io/json: integers as int64).
+func decoded(b *testing.B, u *unstructured.Unstructured) *unstructured.Unstructured {
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var m map[string]any
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &m); err != nil {
+		b.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
 }
 
 // heapInUse returns the live heap after a full collection.
