@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
@@ -80,6 +81,7 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 		ops = append(ops, loaded...)
 	}
 	var inputs []*unstructured.Unstructured
+	var where []string // "FILE: object N" of each input
 	for _, f := range o.inputFiles {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -98,6 +100,12 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 			}
 		}
 		inputs = append(inputs, objs...)
+		for j := range objs {
+			where = append(where, fmt.Sprintf("%s: object %d", f, j+1))
+		}
+	}
+	if err := checkDeletions(inputs, where); err != nil {
+		return err
 	}
 	opts := operator.OfflineOptions{Versions: map[string]string{},
 		MaxDeltaEntries: o.limits.maxDeltaEntries, MaxObjectBytes: o.limits.maxObjectBytes}
@@ -143,6 +151,32 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stderr, "error: %v\n", e)
 		}
 		return &exitError{code: 2, err: fmt.Errorf("%d error(s) while running the controllers", len(all))}
+	}
+	return nil
+}
+
+// checkDeletions refuses an input that deletes (has
+// metadata.deletionTimestamp) an object no earlier input creates, or one an
+// earlier input already deleted: as deleting a missing object at the API
+// server, it is a mistake in the inputs (exit status 1), found before
+// anything runs. where[i] names inputs[i] in the message.
+func checkDeletions(inputs []*unstructured.Unstructured, where []string) error {
+	type id struct {
+		gvk schema.GroupVersionKind
+		key object.Key
+	}
+	live := map[id]bool{}
+	for i, obj := range inputs {
+		k := id{obj.GroupVersionKind(), object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+		if obj.GetDeletionTimestamp() == nil {
+			live[k] = true
+			continue
+		}
+		if !live[k] {
+			return fmt.Errorf("%s: deletes %s %s, which no earlier input creates (or an earlier one deleted already)",
+				where[i], k.gvk.Kind, k.key)
+		}
+		delete(live, k)
 	}
 	return nil
 }

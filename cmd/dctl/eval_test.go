@@ -130,6 +130,11 @@ spec:
 	input := writeFile(t, "in.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\n")
 	badInput := writeFile(t, "in.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\n---\n"+
 		"apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_In, namespace: default}\n")
+	deleteMissing := writeFile(t, "in.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\n---\n"+
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: q, namespace: default, deletionTimestamp: \"2026-01-01T00:00:00Z\"}\n")
+	deleteTwice := writeFile(t, "in.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\n---\n"+
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, deletionTimestamp: \"2026-01-01T00:00:00Z\"}\n---\n"+
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, deletionTimestamp: \"2026-01-01T00:00:00Z\"}\n")
 	badLimit := writeFile(t, "op.yaml", `apiVersion: dcontroller.io/v1alpha1
 kind: Operator
 metadata: {name: lim}
@@ -154,6 +159,9 @@ spec:
 		{"no -f", []string{"eval"}, 1, `required flag(s) "filename" not set`},
 		{"bad output format", []string{"eval", "-f", annotator + "operator.yaml", "-o", "xml"}, 1, `unknown format "xml"`},
 		{"invalid input name", []string{"eval", "-f", annotator + "operator.yaml", "-i", badInput}, 1, `in.yaml: object 2: Pod "Bad_In" is invalid: metadata.name: Invalid value: "Bad_In"`},
+		{"deletion of a missing input", []string{"eval", "-f", annotator + "operator.yaml", "-i", deleteMissing}, 1, `in.yaml: object 2: deletes Pod default/q, which no earlier input creates`},
+		{"deletion of a missing input, traced", []string{"eval", "--trace", "-f", annotator + "operator.yaml", "-i", deleteMissing}, 1, `in.yaml: object 2: deletes Pod default/q`},
+		{"second deletion", []string{"eval", "-f", annotator + "operator.yaml", "-i", deleteTwice}, 1, `in.yaml: object 3: deletes Pod default/p, which no earlier input creates (or an earlier one deleted already)`},
 		{"limit below 1 in the spec", []string{"eval", "-f", badLimit}, 1, `spec.limits.maxDeltaEntries: Invalid value: -5: should be greater than or equal to 1`},
 		{"zero bound flag", []string{"eval", "-f", annotator + "operator.yaml", "--max-delta-entries", "0"}, 1, `want a positive number, or a negative one for no bound, got 0`},
 		{"zero object bytes flag", []string{"eval", "-f", annotator + "operator.yaml", "--max-object-bytes=0"}, 1, `got 0`},
