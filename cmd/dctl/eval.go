@@ -36,7 +36,8 @@ func newEvalCommand() *cobra.Command {
 		Long: `eval runs every controller of the given operators against an in-memory store,
 without a cluster. The input files are YAML (or JSON) streams of Kubernetes
 objects; they are applied in order, each as a creation or, when the object
-already exists, an update (a deletion when it has metadata.deletionTimestamp).
+already exists, an update (a deletion when it has metadata.deletionTimestamp;
+deleting an object no earlier input creates is an input error).
 Then every controller runs on all these changes at once, as a manager's first
 list reaches it, until nothing changes any more (controllers chained through
 views included). With --trace the inputs are run one at a time instead, so
