@@ -188,10 +188,10 @@ func (w *unstructuredWatches) newInformer(lw toolscache.ListerWatcher, obj runti
 // controller-runtime's mapper answers through meta.PriorityRESTMapper,
 // which lists every mapping of the group each time (about 50µs and a few
 // KB of garbage per patch). An answer stays right while the resource
-// exists: a CustomResourceDefinition's resource name is its own name and
-// its scope cannot change; when the resource goes away, the write fails
-// with NotFound as it would with a fresh answer. Errors are not
-// remembered, so a kind added later is found as before.
+// exists (a CustomResourceDefinition's resource name is its own name, and
+// its scope cannot change); controller-runtime's mapper itself refreshes a
+// group only when a kind is missing, so it kept the same answers. Errors
+// are not remembered: a kind added later is found as before.
 type memoMapper struct {
 	meta.RESTMapper
 	m sync.Map // memoKey -> *meta.RESTMapping

@@ -141,11 +141,17 @@ func decodeObject(data []byte) (*unstructured.Unstructured, *schema.GroupVersion
 		return nil, nil, false
 	}
 	gvk := gv.WithKind(kind)
-	// client-go's dynamic decoder makes a typed object of every kind its
-	// meta.k8s.io scheme can create, the unversioned ones (Status,
-	// APIGroup, ...) whatever the apiVersion.
-	if _, err := metaScheme.New(gvk); err == nil {
-		return nil, nil, false
+	// The meta.k8s.io kinds in the core and meta groups (the v1 Status of
+	// an ERROR event) are client-go's to decode, into typed objects. client-go also makes
+	// typed objects of these kinds' names in any other group (its scheme
+	// holds Status, APIGroup, APIVersions, APIGroupList and APIResourceList
+	// as unversioned kinds), so that an informer of a custom resource named
+	// Status rejects every event and never syncs; here such a resource is
+	// what it is, an unstructured object of its group.
+	if gv.Group == "" || gv.Group == metav1.GroupName {
+		if _, err := metaScheme.New(gvk); err == nil {
+			return nil, nil, false
+		}
 	}
 	return &unstructured.Unstructured{Object: m}, &gvk, true
 }

@@ -117,3 +117,40 @@ spec:
 		t.Fatalf("%d objects went to client-go's decoder, want none", handed1-handed0)
 	}
 }
+
+// TestSourceKindNamedStatus: a custom resource whose kind is named like a
+// meta.k8s.io kind (Status) is watched as any other. client-go's dynamic
+// client decodes its events into typed meta Status objects, which the
+// informer rejects: the source never synced and the operator never started.
+func TestSourceKindNamedStatus(t *testing.T) {
+	installCRD(t, "Status", "statuses", "Namespaced")
+	startManager(t)
+	mustKubectl(t, "", "create", "namespace", "e2e-status-kind")
+	mustKubectl(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: status-kind
+spec:
+  controllers:
+    - name: c
+      sources: [{apiGroup: e2e.dcontroller.io, kind: Status, namespace: e2e-status-kind}]
+      pipeline:
+        "@project":
+          metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}
+          data: {answer: {"@string": "$.spec.answer"}}
+      target: {apiGroup: "", kind: ConfigMap}
+`, "apply", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "operators.dcontroller.io", "status-kind") })
+	mustKubectl(t, `apiVersion: e2e.dcontroller.io/v1
+kind: Status
+metadata: {name: s1, namespace: e2e-status-kind}
+spec: {answer: 42}
+`, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		out, err := kubectl(t, "", "-n", "e2e-status-kind", "get", "configmap", "s1", "-o", "jsonpath={.data.answer}")
+		if err != nil || out != "42" {
+			return fmt.Sprintf("target s1: %q %v", out, err)
+		}
+		return ""
+	})
+}
