@@ -148,10 +148,19 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 		for _, e := range runErrs {
 			all = append(all, leafErrors(e)...)
 		}
+		n := 0
 		for _, e := range all {
 			fmt.Fprintf(stderr, "error: %v\n", e)
+			// An operator reports its first errors of a step and how many
+			// more there were.
+			var more *dbsp.MoreErrors
+			if errors.As(e, &more) {
+				n += more.N
+			} else {
+				n++
+			}
 		}
-		return &exitError{code: 2, err: fmt.Errorf("%d error(s) while running the controllers", len(all))}
+		return &exitError{code: 2, err: fmt.Errorf("%d error(s) while running the controllers", n)}
 	}
 	return nil
 }

@@ -13,6 +13,12 @@ var ErrSkip = errors.New("dbsp: skip")
 // maxErrors bounds the per-document errors one step reports individually.
 const maxErrors = 10
 
+// MoreErrors stands for the errors of one step past the first ones an
+// operator reports (10): how many there were, without their text.
+type MoreErrors struct{ N int }
+
+func (e *MoreErrors) Error() string { return fmt.Sprintf("and %d more errors", e.N) }
+
 // errorList collects the per-document errors of one step. Operators keep
 // going after an error: the failing document (or pair, or group) contributes
 // nothing, consistently in Step and Snapshot as long as the functions are
@@ -35,7 +41,7 @@ func (l *errorList) add(err error) {
 
 func (l *errorList) err() error {
 	if l.more > 0 {
-		return errors.Join(append(l.errs, fmt.Errorf("and %d more errors", l.more))...)
+		return errors.Join(append(l.errs, &MoreErrors{N: l.more})...)
 	}
 	return errors.Join(l.errs...)
 }
