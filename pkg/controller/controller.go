@@ -690,43 +690,98 @@ func (c *Controller) setWritten(key object.Key, v map[string]any) {
 }
 
 // setWrittenUpdate is setWritten for an Updater: written is the object as
-// written (or found to hold the output) and output the pipeline output it
-// was made of. When written is output but for apiVersion, kind, metadata
-// labels and annotations and server fields, which is what a write whose
-// object the API server did not default leaves, only output (shared with
-// the outputs) and the managed-metadata record are kept: what update reads
-// of the last write, without a copy of the object per target key.
-func (c *Controller) setWrittenUpdate(key object.Key, written, output map[string]any) {
+// written (or found to hold the output), output the pipeline output it was
+// made of, and record and digest the ManagedMetadataAnnotation value and
+// output digest of the write. When written is output but for apiVersion,
+// kind, metadata labels and annotations and server fields, which is what a
+// write whose object the API server did not default leaves, and carries
+// record, only output (shared with the outputs) and digest are kept: what
+// update reads of the last write (see writtenRecord), without a copy of
+// the object or of its record per target key.
+func (c *Controller) setWrittenUpdate(key object.Key, written, output map[string]any, record string, digest uint64) {
 	if !writtenIsOutput(written, output) {
 		c.setWritten(key, written)
 		return
 	}
-	rec, _, _ := unstructured.NestedString(written, "metadata", "annotations", ManagedMetadataAnnotation)
+	if rec, _, _ := unstructured.NestedString(written, "metadata", "annotations", ManagedMetadataAnnotation); rec != record {
+		c.setWritten(key, written)
+		return
+	}
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	c.written[key] = writtenState{doc: output, record: rec, isOutput: true}
+	c.written[key] = writtenState{doc: output, digest: digest, isOutput: true}
 }
 
 // writtenState is what a controller last wrote for a target key: the
 // object as written, without server fields, or, for an Updater (see
-// setWrittenUpdate), the pipeline output it was made of and the
-// ManagedMetadataAnnotation value written with it. Only update reads the
-// second form, and only update writes it (a controller's target type does
-// not change).
+// setWrittenUpdate), the pipeline output it was made of and the digest of
+// the output recorded with it. Only update reads the second form, and only
+// update writes it (a controller's target type does not change).
 type writtenState struct {
 	doc      map[string]any
-	record   string
+	digest   uint64 // with isOutput: the recorded output digest (native targets)
 	isOutput bool
 }
 
-// managedRecord returns the ManagedMetadataAnnotation value written, "" if
-// none.
-func (w writtenState) managedRecord() string {
-	if w.isOutput {
-		return w.record
+// writtenRecord returns the ManagedMetadataAnnotation value of the last
+// write w, "" if none, and the label and annotation keys it lists. record
+// and cur are the value and keys of the write being made: when w is an
+// output with the same label and annotation keys, the lists are cur's and
+// the value is record with w's digest.
+func (c *Controller) writtenRecord(w writtenState, record string, cur managedKeys) (string, managedKeys) {
+	if !w.isOutput {
+		rec, _, _ := unstructured.NestedString(w.doc, "metadata", "annotations", ManagedMetadataAnnotation)
+		return rec, keysOfRecord(rec, record, cur)
 	}
-	rec, _, _ := unstructured.NestedString(w.doc, "metadata", "annotations", ManagedMetadataAnnotation)
-	return rec
+	meta, _ := w.doc["metadata"].(map[string]any)
+	labels, _ := meta["labels"].(map[string]any)
+	anns, _ := meta["annotations"].(map[string]any)
+	if sameKeys(labels, cur.Labels, false) && sameKeys(anns, cur.Annotations, true) {
+		keys := managedKeys{Labels: cur.Labels, Annotations: cur.Annotations}
+		if c.target.IsView() {
+			return record, keys
+		}
+		if rec, ok := withDigest(record, w.digest); ok {
+			return rec, keys
+		}
+	}
+	m := outputKeys(labels, anns)
+	if !c.target.IsView() {
+		m.Output = digestHex(w.digest)
+	}
+	if m.empty() {
+		return "", m
+	}
+	return m.encode(), managedKeys{Labels: m.Labels, Annotations: m.Annotations}
+}
+
+// sameKeys reports whether the keys of m are those of the sorted list
+// keys; with own, the owner and managed-metadata annotations of m are
+// skipped (outputKeys leaves them out).
+func sameKeys(m map[string]any, keys []string, own bool) bool {
+	n := 0
+	for k := range m {
+		if own && (k == opv1a1.OwnerAnnotation || k == ManagedMetadataAnnotation) {
+			continue
+		}
+		if _, found := slices.BinarySearch(keys, k); !found {
+			return false
+		}
+		n++
+	}
+	return n == len(keys)
+}
+
+// withDigest returns record, a ManagedMetadataAnnotation value of a native
+// target as encode writes it (ending in "output":"<16 hex digits>"}), with
+// the digest d instead; ok is false when record does not end so.
+func withDigest(record string, d uint64) (string, bool) {
+	const field = `"output":"`
+	const tail = len(`0123456789abcdef"}`)
+	if len(record) < len(field)+tail || record[len(record)-tail-len(field):len(record)-tail] != field || record[len(record)-2:] != `"}` {
+		return "", false
+	}
+	return record[:len(record)-tail] + digestHex(d) + `"}`, true
 }
 
 // writtenIsOutput reports whether the written object, without its server
@@ -956,12 +1011,14 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	}
 	ann = maps.Clone(ann)
 	managed := outputKeys(outLabels, ann)
+	var digest uint64
 	if !c.target.IsView() {
 		// A digest of the output: when the output changed since the
 		// recorded write, the record differs and the object is replaced,
 		// so fields the output dropped go even after a restart (the API
 		// server's defaults make "contains the output" no proof).
-		managed.Output = outputDigest(obj.Object)
+		digest = outputDigest(obj.Object)
+		managed.Output = digestHex(digest)
 	}
 	if ann == nil {
 		ann = map[string]any{}
@@ -1001,7 +1058,7 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 		if err := c.call(ctx, "create", func() error { return c.opts.Client.Create(ctx, obj) }); err != nil {
 			return false, err
 		}
-		c.setWrittenUpdate(key, obj.Object, desired)
+		c.setWrittenUpdate(key, obj.Object, desired, record, digest)
 		return true, nil
 	}
 	// Labels and annotations are merged with what is there; the output wins,
@@ -1012,8 +1069,7 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	var prevKeys managedKeys
 	var prevRecord string
 	if known {
-		prevRecord = prev.managedRecord()
-		prevKeys = keysOfRecord(prevRecord, record, managed)
+		prevRecord, prevKeys = c.writtenRecord(prev, record, managed)
 	}
 	if rec, ok := existingAnns[ManagedMetadataAnnotation].(string); ours && ok && (!known || rec != prevRecord) {
 		prevKeys = prevKeys.union(parseManagedRecord(rec))
@@ -1027,14 +1083,14 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	if len(droppedLabels) == 0 && len(droppedAnns) == 0 && object.Contains(existing.Object, obj.Object) &&
 		(!known || !droppedOutsideMetadataMaps(prev.doc, obj.Object)) &&
 		(known || !c.target.IsView() || object.Equal(withoutMetadata(existing.Object), withoutMetadata(obj.Object))) {
-		c.setWrittenUpdate(key, obj.Object, desired)
+		c.setWrittenUpdate(key, obj.Object, desired, record, digest)
 		return false, nil
 	}
 	obj.SetResourceVersion(existing.GetResourceVersion())
 	if err := c.call(ctx, "update", func() error { return c.opts.Client.Update(ctx, obj) }); err != nil {
 		return false, err
 	}
-	c.setWrittenUpdate(key, obj.Object, desired)
+	c.setWrittenUpdate(key, obj.Object, desired, record, digest)
 	return true, nil
 }
 

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"slices"
@@ -9,14 +10,14 @@ import (
 	"sync"
 )
 
-// outputDigest is the first 16 hex digits of the SHA-256 of doc's JSON
+// outputDigest is the first 8 bytes of the SHA-256 of doc's JSON
 // encoding by encoding/json (map keys sorted, so equal documents have
 // equal digests; the digest of a document encoding/json cannot encode is
 // that of no bytes). The digest is recorded on written objects
 // (ManagedMetadataAnnotation), so the bytes hashed must stay those of
 // json.Marshal: digestWriter builds them in a reused buffer, and hands what
 // it has no fast path for to json.Marshal.
-func outputDigest(doc map[string]any) string {
+func outputDigest(doc map[string]any) uint64 {
 	d := digestWriters.Get().(*digestWriter)
 	d.value(doc)
 	if d.failed {
@@ -27,7 +28,15 @@ func outputDigest(doc map[string]any) string {
 	if cap(d.buf) <= maxPooledDigestBuffer {
 		digestWriters.Put(d)
 	}
-	return hex.EncodeToString(sum[:8])
+	return binary.BigEndian.Uint64(sum[:8])
+}
+
+// digestHex renders a digest of outputDigest as it is recorded: 16
+// lower-case hex digits.
+func digestHex(d uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], d)
+	return hex.EncodeToString(b[:])
 }
 
 // digestWriters holds digestWriters for reuse, so that their buffers are

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -65,9 +66,71 @@ func withoutMetadata(doc map[string]any) map[string]any {
 	return out
 }
 
+// encode returns m's JSON as json.Marshal writes it. Keys and values that
+// need no escaping (printable ASCII but for the quote, the backslash, '<',
+// '>' and '&', as label and annotation keys are) are written directly,
+// anything else goes through json.Marshal.
 func (m managedKeys) encode() string {
-	b, _ := json.Marshal(m)
+	n := len(`{"labels":[],"annotations":[],"output":""}`) + len(m.Output)
+	for _, k := range m.Labels {
+		n += len(k) + 3
+	}
+	for _, k := range m.Annotations {
+		n += len(k) + 3
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	ok := true
+	list := func(name string, keys []string) {
+		if len(keys) == 0 {
+			return
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":[`...)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			ok = ok && plainJSONString(k)
+			b = append(b, '"')
+			b = append(b, k...)
+			b = append(b, '"')
+		}
+		b = append(b, ']')
+	}
+	list("labels", m.Labels)
+	list("annotations", m.Annotations)
+	if m.Output != "" {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		ok = ok && plainJSONString(m.Output)
+		b = append(b, `"output":"`...)
+		b = append(b, m.Output...)
+		b = append(b, '"')
+	}
+	b = append(b, '}')
+	if !ok {
+		b, _ = json.Marshal(m)
+	}
 	return string(b)
+}
+
+// plainJSONString reports whether json.Marshal writes s between quotes
+// unchanged: printable ASCII without the quote, the backslash and the
+// characters it escapes for HTML ('<', '>', '&').
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // parseManagedKeys reads ManagedMetadataAnnotation; a missing or malformed
@@ -242,6 +305,26 @@ func mergeManaged(existing, out map[string]any, prev []string) (map[string]any, 
 	if len(existing) == 0 && len(out) == 0 {
 		return nil, nil
 	}
+	var removed []string
+	for _, k := range prev {
+		if _, keep := out[k]; keep {
+			continue
+		}
+		if _, ok := existing[k]; ok && !slices.Contains(removed, k) {
+			removed = append(removed, k)
+		}
+	}
+	// The merge is often one of the two maps as it is: return that one
+	// rather than a copy (neither is modified by the callers).
+	if coversKeys(out, existing, removed) {
+		if len(out) == 0 {
+			return nil, removed
+		}
+		return out, removed
+	}
+	if len(removed) == 0 && holdsStrings(existing, out) {
+		return existing, nil
+	}
 	merged := make(map[string]any, len(existing)+len(out))
 	for k, v := range existing {
 		merged[k] = v
@@ -249,20 +332,45 @@ func mergeManaged(existing, out map[string]any, prev []string) (map[string]any, 
 	for k, v := range out {
 		merged[k] = v
 	}
-	var removed []string
-	for _, k := range prev {
-		if _, keep := out[k]; keep {
-			continue
-		}
-		if _, ok := merged[k]; ok {
-			delete(merged, k)
-			removed = append(removed, k)
-		}
+	for _, k := range removed {
+		delete(merged, k)
 	}
 	if len(merged) == 0 {
 		merged = nil
 	}
 	return merged, removed
+}
+
+// coversKeys reports whether every key of existing is a key of out or one
+// of removed.
+func coversKeys(out, existing map[string]any, removed []string) bool {
+	if len(existing) > len(out)+len(removed) {
+		return false
+	}
+	for k := range existing {
+		if _, ok := out[k]; !ok && !slices.Contains(removed, k) {
+			return false
+		}
+	}
+	return true
+}
+
+// holdsStrings reports whether existing has every key of out with the same
+// string value.
+func holdsStrings(existing, out map[string]any) bool {
+	if len(out) > len(existing) {
+		return false
+	}
+	for k, v := range out {
+		s, ok := v.(string)
+		if !ok {
+			return false
+		}
+		if e, ok := existing[k].(string); !ok || e != s {
+			return false
+		}
+	}
+	return true
 }
 
 // OwnerConflictError is the error of an Updater write to an object that
