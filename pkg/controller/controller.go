@@ -145,7 +145,7 @@ type Change struct {
 // concurrent use; changes are processed one batch at a time.
 type Controller struct {
 	mu      sync.Mutex // serializes batches (HandleBatch, Resync, RetryFailed, Start)
-	smu     sync.Mutex // guards written, failed, errs and counters (writes run concurrently)
+	smu     sync.Mutex // guards targets, failed, errs and counters (writes run concurrently)
 	name    string
 	owner   string // Owner()
 	path    string
@@ -154,10 +154,11 @@ type Controller struct {
 	target  Target
 	pipe    *pipeline.Pipeline
 
-	inputs  []map[object.Key]inputDoc   // per source: the documents fed so far
-	outputs map[object.Key]outputSet    // integrated pipeline output per target key
-	written map[object.Key]writtenState // the last state written per target key
-	failed  map[object.Key]bool         // target keys whose last write failed
+	inputs []*inputIndex // per source: the documents fed so far
+	// targets holds per target key the integrated pipeline output and the
+	// state last written (one map rather than two: most keys have both).
+	targets map[object.Key]targetState
+	failed  map[object.Key]bool // target keys whose last write failed
 	// conflicts: target keys owned by another running controller, by owner.
 	conflicts map[object.Key]string
 	// restores: target keys restored after changes by another writer.
@@ -186,8 +187,7 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 		owner:   opts.Operator + "/" + spec.Name,
 		path:    path,
 		opts:    opts,
-		outputs: map[object.Key]outputSet{},
-		written: map[object.Key]writtenState{},
+		targets: map[object.Key]targetState{},
 		failed:  map[object.Key]bool{},
 		refused: map[refusal]error{},
 	}
@@ -243,7 +243,7 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 			kinds = append(kinds, gvk.Kind)
 		}
 		c.sources = append(c.sources, src)
-		c.inputs = append(c.inputs, map[object.Key]inputDoc{})
+		c.inputs = append(c.inputs, &inputIndex{})
 	}
 	tgvk, err := c.resolve(spec.Target.Resource, path+".target")
 	if err != nil {
@@ -501,13 +501,11 @@ func (c *Controller) applyOutput(ctx context.Context, out *dbsp.ZSet) []error {
 				keyless = append(keyless, dbsp.Entry{Doc: doc, Weight: weight})
 				return true
 			}
-			o := c.outputs[key]
-			o.insert(doc, weight)
-			if o.empty() {
-				delete(c.outputs, key)
-			} else {
-				c.outputs[key] = o
-			}
+			c.smu.Lock()
+			t := c.targets[key]
+			t.out.insert(doc, weight)
+			c.putTarget(key, t)
+			c.smu.Unlock()
 			touched[key] = true
 			return true
 		})
@@ -673,7 +671,8 @@ func (c *Controller) getWritten(key object.Key) (map[string]any, bool) {
 func (c *Controller) getWrittenState(key object.Key) (writtenState, bool) {
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	st, ok := c.written[key]
+	st := c.targets[key].written
+	ok := st.set
 	return st, ok
 }
 
@@ -686,7 +685,9 @@ func (c *Controller) setWritten(key object.Key, v map[string]any) {
 	v = stripServerFields(v)
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	c.written[key] = writtenState{doc: v}
+	t := c.targets[key]
+	t.written = writtenState{doc: v, set: true}
+	c.targets[key] = t
 }
 
 // setWrittenUpdate is setWritten for an Updater: written is the object as
@@ -709,7 +710,9 @@ func (c *Controller) setWrittenUpdate(key object.Key, written, output map[string
 	}
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	c.written[key] = writtenState{doc: output, digest: digest, isOutput: true}
+	t := c.targets[key]
+	t.written = writtenState{doc: output, digest: digest, isOutput: true, set: true}
+	c.targets[key] = t
 }
 
 // writtenState is what a controller last wrote for a target key: the
@@ -721,6 +724,23 @@ type writtenState struct {
 	doc      map[string]any
 	digest   uint64 // with isOutput: the recorded output digest (native targets)
 	isOutput bool
+	set      bool // something was written (the zero state: nothing)
+}
+
+// targetState is what a controller keeps of one target key.
+type targetState struct {
+	out     outputSet
+	written writtenState
+}
+
+// putTarget stores the state of key, or drops it when it holds nothing.
+// Callers hold smu.
+func (c *Controller) putTarget(key object.Key, t targetState) {
+	if t.out.empty() && !t.written.set {
+		delete(c.targets, key)
+		return
+	}
+	c.targets[key] = t
 }
 
 // writtenRecord returns the ManagedMetadataAnnotation value of the last
@@ -845,7 +865,9 @@ func sameMetadataFields(written, output map[string]any) bool {
 func (c *Controller) delWritten(key object.Key) {
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	delete(c.written, key)
+	t := c.targets[key]
+	t.written = writtenState{}
+	c.putTarget(key, t)
 }
 
 // RetryFailed retries the writes that failed; it returns how many still fail.
@@ -869,10 +891,12 @@ func (c *Controller) Resync(ctx context.Context) error {
 	defer c.mu.Unlock()
 	var errs []error
 	keys := map[object.Key]bool{}
-	for k := range c.outputs {
-		keys[k] = true
-	}
 	c.smu.Lock()
+	for k, t := range c.targets {
+		if !t.out.empty() {
+			keys[k] = true
+		}
+	}
 	for k := range c.failed {
 		keys[k] = true
 	}
@@ -904,8 +928,10 @@ func (c *Controller) Resync(ctx context.Context) error {
 // desired returns the one positive-weight output document for key, or nil
 // when the output has none.
 func (c *Controller) desired(key object.Key) (map[string]any, error) {
-	o, ok := c.outputs[key]
-	if !ok {
+	c.smu.Lock()
+	o := c.targets[key].out
+	c.smu.Unlock()
+	if o.empty() {
 		return nil, nil
 	}
 	if o.more == nil {

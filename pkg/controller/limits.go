@@ -74,16 +74,17 @@ type savedInput struct {
 }
 
 func (u *inputUndo) save(source int, key object.Key) {
-	u.prev = append(u.prev, savedInput{refusal{source, key}, u.c.inputs[source][key]})
+	d, _ := u.c.inputs[source].get(key)
+	u.prev = append(u.prev, savedInput{refusal{source, key}, d})
 }
 
 func (u *inputUndo) restore() {
 	for i := len(u.prev) - 1; i >= 0; i-- {
 		r, doc := u.prev[i].at, u.prev[i].doc
 		if doc.doc == nil {
-			delete(u.c.inputs[r.source], r.key)
+			u.c.inputs[r.source].del(r.key)
 		} else {
-			u.c.inputs[r.source][r.key] = doc
+			u.c.inputs[r.source].put(r.key, doc)
 		}
 	}
 }
@@ -172,15 +173,15 @@ func (c *Controller) deltasOf(changes []Change) (map[string]*dbsp.ZSet, *inputUn
 			if z == nil {
 				z = dbsp.NewZSet()
 			}
-			if prev, ok := c.inputs[i][key]; ok {
+			if prev, ok := c.inputs[i].get(key); ok {
 				z.InsertHashed(prev.hash, prev.doc, -1)
-				delete(c.inputs[i], key)
+				c.inputs[i].del(key)
 			}
 			if ch.New != nil && s.Matches(ch.New) {
 				in := inputDoc{doc: withoutManagedFields(ch.New.Object)}
 				in.hash = dbsp.Hash(in.doc)
 				z.InsertHashed(in.hash, in.doc, 1)
-				c.inputs[i][key] = in
+				c.inputs[i].put(key, in)
 			}
 			if !z.IsEmpty() {
 				deltas[s.GVK.Kind] = z

@@ -547,7 +547,7 @@ func (c *Controller) Tracks(obj *unstructured.Unstructured) bool {
 	}
 	key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	c.smu.Lock()
-	_, written := c.written[key]
+	written := c.targets[key].written.set
 	tracked := written || c.failed[key] || c.conflicts[key] != "" || c.restores[key] != nil
 	c.smu.Unlock()
 	if tracked {
