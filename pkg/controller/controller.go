@@ -111,9 +111,25 @@ type Source struct {
 	Path string
 }
 
+// hasGVK reports whether obj.GroupVersionKind() is gvk (a resolved kind:
+// its version has no '/'), without parsing obj's apiVersion.
+func hasGVK(obj *unstructured.Unstructured, gvk schema.GroupVersionKind) bool {
+	// As GetKind and GetAPIVersion read them: "" when not a string.
+	if k, _ := obj.Object["kind"].(string); k != gvk.Kind {
+		return false
+	}
+	av, _ := obj.Object["apiVersion"].(string)
+	g, v := len(gvk.Group), len(gvk.Version)
+	if g == 0 {
+		// "v1" or "/v1"
+		return av == gvk.Version || (len(av) == v+1 && av[0] == '/' && av[1:] == gvk.Version)
+	}
+	return len(av) == g+1+v && av[:g] == gvk.Group && av[g] == '/' && av[g+1:] == gvk.Version
+}
+
 // Matches reports whether obj belongs to the source.
 func (s *Source) Matches(obj *unstructured.Unstructured) bool {
-	if obj == nil || obj.GroupVersionKind() != s.GVK {
+	if obj == nil || !hasGVK(obj, s.GVK) {
 		return false
 	}
 	if s.Namespace != "" && obj.GetNamespace() != s.Namespace {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"hash/maphash"
+	"math/bits"
 
 	"github.com/dcontroller/dcontroller/pkg/object"
 )
@@ -21,7 +22,9 @@ var inputSeed = maphash.MakeSeed()
 
 // hashKey hashes an object key for inputIndex (a variable so that tests
 // can force collisions).
-var hashKey = func(k object.Key) uint64 { return maphash.Comparable(inputSeed, k) }
+var hashKey = func(k object.Key) uint64 {
+	return maphash.String(inputSeed, k.Name) ^ bits.RotateLeft64(maphash.String(inputSeed, k.Namespace), 31)
+}
 
 // docNames reports whether doc's metadata names k (its namespace and name
 // as Unstructured's GetNamespace and GetName read them).

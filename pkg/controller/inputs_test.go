@@ -1,7 +1,11 @@
 package controller
 
 import (
+	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/dcontroller/dcontroller/pkg/object"
 )
@@ -53,6 +57,27 @@ func FuzzInputIndex(f *testing.F) {
 			if n := len(x.byHash) + len(x.byKey); n != len(model) {
 				t.Fatalf("after op %d: %d entries, want %d", i, n, len(model))
 			}
+		}
+	})
+}
+
+// FuzzHasGVK checks hasGVK against Unstructured's GroupVersionKind.
+func FuzzHasGVK(f *testing.F) {
+	for _, s := range [][4]string{
+		{"v1", "Pod", "", "v1"}, {"/v1", "Pod", "", "v1"}, {"apps/v1", "Deployment", "apps", "v1"},
+		{"apps/v1", "Deployment", "", "v1"}, {"a/b/c", "K", "a", "b/c"}, {"", "K", "", ""}, {"/", "K", "", ""},
+		{"x/", "K", "x", ""}, {"/v1", "K", "", ""}, {"v1/", "K", "", "v1"}, {"v1", "Pod", "v1", ""},
+	} {
+		f.Add(s[0], s[1], s[2], s[3])
+	}
+	f.Fuzz(func(t *testing.T, apiVersion, kind, group, version string) {
+		if strings.Contains(version, "/") || kind == "" {
+			return // not a resolved kind
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind}}
+		gvk := schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
+		if got, want := hasGVK(u, gvk), u.GroupVersionKind() == gvk; got != want {
+			t.Fatalf("hasGVK(%q %q, %v) = %v, want %v", apiVersion, kind, gvk, got, want)
 		}
 	})
 }

@@ -160,7 +160,7 @@ func (c *Controller) deltasOf(changes []Change) (map[string]*dbsp.ZSet, *inputUn
 		}
 		for i := range c.sources {
 			s := &c.sources[i]
-			if s.Type == opv1a1.OneShot || s.Type == opv1a1.Periodic || ref.GroupVersionKind() != s.GVK {
+			if s.Type == opv1a1.OneShot || s.Type == opv1a1.Periodic || !hasGVK(ref, s.GVK) {
 				continue
 			}
 			if ch.Old != nil && ch.New != nil && s.Predicate != nil && !s.Predicate.Update(ch.Old, ch.New) {
