@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -104,9 +105,18 @@ func runRun(ctx context.Context, f *managerFlags, af *apiServerFlags, ops []*opv
 // once when no controller of any operator can ever run (every one has an
 // invalid spec).
 func runOperators(ctx context.Context, rt *operator.Runtime, ops []*opv1a1.Operator, log logr.Logger) error {
+	// Concurrently: a start may wait for a source's informer to sync (up
+	// to operator.InformerSyncTimeout), and that of one operator must not
+	// hold back the others.
+	var wg sync.WaitGroup
 	for _, op := range ops {
-		rt.Upsert(ctx, op)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rt.Upsert(ctx, op)
+		}()
 	}
+	wg.Wait()
 	var invalid []string
 	total := 0
 	for _, op := range ops {

@@ -30,6 +30,21 @@ import (
 // (a write is made only when it changed).
 const StatusInterval = 5 * time.Second
 
+// StartingStatusDelay is how long a reconcile waits for an operator's
+// start (Runtime.Upsert) before it writes the status so far, with the
+// controllers still starting as Ready=False reason Starting; the status is
+// then refreshed every StatusInterval until the start ends.
+const StartingStatusDelay = time.Second
+
+// StartingPollInterval is how often a reconcile whose operator start waits
+// reads the Operator again, to cancel the start when the Operator was
+// deleted or changed meanwhile (a reconcile of that Operator waits for the
+// one under way).
+const StartingPollInterval = 500 * time.Millisecond
+
+// DefaultWorkers is the Reconciler's default Workers.
+const DefaultWorkers = 4
+
 // Reconciler runs the Operator objects of a cluster on a Runtime: a new or
 // changed Operator (new generation) is (re)started, a deleted one stopped
 // with its views dropped, and each Operator's status is kept up to date.
@@ -49,6 +64,12 @@ type Reconciler struct {
 	// member whose buckets hold its name, and only that member writes its
 	// status. nil: every Operator runs here.
 	Ring *sharding.Ring
+	// Workers is how many Operators are reconciled at once (the
+	// controller's MaxConcurrentReconciles; one Operator is never
+	// reconciled twice at once). A start can wait up to
+	// InformerSyncTimeout for a source that does not sync; the other
+	// workers meanwhile reconcile the other Operators. 0: DefaultWorkers.
+	Workers int
 	// ctx is the manager's context; operators live as long as it does.
 	ctx context.Context
 	// kicks carries the Operators to reconcile after this member acquired
@@ -66,8 +87,15 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		For(&opv1a1.Operator{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.kicks, &handler.EnqueueRequestForObject{})).
 		// Tests and restarts build several managers in one process.
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: r.workers()}).
 		Complete(r)
+}
+
+func (r *Reconciler) workers() int {
+	if r.Workers > 0 {
+		return r.Workers
+	}
+	return DefaultWorkers
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -100,7 +128,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		runCtx = ctx
 	}
 	_, wasRunning := r.Runtime.Status(op.Name, op.Generation)
-	started := r.Runtime.Upsert(runCtx, op)
+	started, wrote, superseded := r.upsert(ctx, runCtx, op, ours)
+	if superseded {
+		// Deleted or changed meanwhile: that change queued the next
+		// reconcile, which stops or restarts it.
+		return ctrl.Result{}, nil
+	}
+	if wrote {
+		// The status written meanwhile changed the resourceVersion.
+		fresh := &opv1a1.Operator{}
+		if err := r.Client.Get(ctx, req.NamespacedName, fresh); err == nil && fresh.Generation == op.Generation {
+			op = fresh
+		}
+	}
 	if started && wasRunning && r.Recorder != nil {
 		r.Recorder.Eventf(op, nil, corev1.EventTypeNormal, "Stopped", "Stop", "controllers of the previous generation stopped for generation %d", op.Generation)
 	}
@@ -119,7 +159,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// failed to start is an invalid controller.
 			if runs[cs.Name] {
 				running++
-			} else if c := meta.FindStatusCondition(cs.Conditions, "Ready"); c != nil {
+			} else if c := meta.FindStatusCondition(cs.Conditions, "Ready"); c != nil && c.Reason != ReasonStarting {
+				// (Still Starting: the operator was stopped while it
+				// started; it is not an invalid controller.)
 				r.Recorder.Eventf(op, nil, corev1.EventTypeWarning, "InvalidController", "Start", "%s", eventnote.Note("controller %s: %s", cs.Name, c.Message))
 			}
 		}
@@ -132,6 +174,47 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: StatusInterval}, nil
+}
+
+// upsert runs Runtime.Upsert(runCtx, op) and returns its answer. While the
+// start waits (an informer that does not sync, up to InformerSyncTimeout),
+// it reads the Operator every StartingPollInterval (from the cache): when
+// the Operator was deleted or changed its generation, it cancels the start
+// (Runtime.Cancel), waits for Upsert to return and reports superseded, and
+// the caller leaves the Operator to its next reconcile (queued by that
+// change). When writeStatus is set it also writes the Operator's status
+// after StartingStatusDelay and then every StatusInterval, so that the
+// controllers still starting show as Starting and those already running as
+// such; wrote reports whether it did.
+func (r *Reconciler) upsert(ctx, runCtx context.Context, op *opv1a1.Operator, writeStatus bool) (started, wrote, superseded bool) {
+	done := make(chan bool, 1)
+	go func() { done <- r.Runtime.Upsert(runCtx, op) }()
+	poll := time.NewTicker(StartingPollInterval)
+	defer poll.Stop()
+	statusAt := time.Now().Add(StartingStatusDelay)
+	for {
+		select {
+		case started := <-done:
+			return started, wrote, false
+		case <-poll.C:
+		}
+		cur := &opv1a1.Operator{}
+		err := r.Client.Get(ctx, client.ObjectKeyFromObject(op), cur)
+		if apierrors.IsNotFound(err) || (err == nil && (!cur.DeletionTimestamp.IsZero() || cur.Generation != op.Generation)) {
+			r.Logger.Info("operator deleted or changed while it starts: start cancelled", "operator", op.Name, "generation", op.Generation)
+			r.Runtime.Cancel(op.Name, op.Generation)
+			<-done
+			return false, wrote, true
+		}
+		if err != nil || !writeStatus || time.Now().Before(statusAt) {
+			continue
+		}
+		if err := r.updateStatus(ctx, cur); err != nil {
+			r.Logger.V(1).Info("writing the status of a starting operator", "operator", op.Name, "error", err.Error())
+		}
+		wrote = true
+		statusAt = time.Now().Add(StatusInterval)
+	}
 }
 
 // stop stops a running operator and records a Stopped event on it.

@@ -39,6 +39,12 @@ const (
 	ReasonPipelineError = "PipelineError"
 	// ReasonKindNotFound: a source or target kind is not served (yet).
 	ReasonKindNotFound = "KindNotFound"
+	// ReasonStarting: the controller's first start is under way, e.g.
+	// waiting (up to InformerSyncTimeout) for the informer of a source or
+	// of the target to deliver its initial list. If the start then fails,
+	// the reason turns to StartFailed (or Forbidden, KindNotFound) and the
+	// start is retried with backoff.
+	ReasonStarting = "Starting"
 )
 
 // InformerSyncTimeout bounds the wait for a new informer's initial list.
@@ -85,14 +91,21 @@ type RuntimeOptions struct {
 }
 
 // Runtime runs operators against a cluster. Starting, updating and deleting
-// one operator never disturbs the others.
+// one operator never disturbs the others: starts and stops of one operator
+// name are serialized, those of different names run concurrently, and no
+// call waits for another operator's informers (see Upsert).
 type Runtime struct {
 	opts  RuntimeOptions
 	views *view.Store
 	kube  controller.Client
 
+	// mu guards operators, slots and opts.Ring. It is held only briefly:
+	// never while waiting for the API server, an informer or an operator's
+	// goroutines.
 	mu        sync.Mutex
 	operators map[string]*running
+	// slots serializes the starts and stops of each operator name.
+	slots map[string]*slot
 	// live names the controllers of the running operators, for owner
 	// checks made while mu is held.
 	live liveSet
@@ -115,7 +128,7 @@ func (r *Runtime) WatchEvents() int64 {
 
 // NewRuntime returns a Runtime; call Upsert to run operators.
 func NewRuntime(opts RuntimeOptions) *Runtime {
-	r := &Runtime{opts: opts, views: opts.Views, operators: map[string]*running{}}
+	r := &Runtime{opts: opts, views: opts.Views, operators: map[string]*running{}, slots: map[string]*slot{}}
 	if r.views == nil {
 		r.views = view.NewStore()
 	}
@@ -129,17 +142,99 @@ func NewRuntime(opts RuntimeOptions) *Runtime {
 // Views returns the view store.
 func (r *Runtime) Views() *view.Store { return r.views }
 
+// slot serializes the starts and stops of one operator name: Upsert,
+// Delete and Stop take turns, in the order they were called (they enter
+// the queue under Runtime.mu), and the one whose turn it is starts or stops
+// the operator's controllers (which may wait for informers, up to
+// InformerSyncTimeout, or for the controllers' goroutines to end). Every
+// field is guarded by Runtime.mu.
+type slot struct {
+	turn *sync.Cond // on Runtime.mu; signalled when serving advances
+	// next is the ticket of the next caller to enter, serving that of the
+	// caller whose turn it is.
+	next, serving uint64
+	// refs counts the callers in the queue (served or waiting); the slot
+	// is dropped when it falls to 0.
+	refs int
+	// stopping counts the Delete and Stop calls in the queue; upserts
+	// counts the Upserts in the queue by generation. An Upsert whose turn
+	// comes while a later call will replace what it starts (a Delete, a
+	// Stop, an Upsert of another generation or of generation 0) starts
+	// the operator with a cancelled context: it waits for nothing.
+	stopping int
+	upserts  map[int64]int
+}
+
+// queueLocked queues a caller in name's slot and returns the slot and the
+// caller's ticket; register counts the caller in the slot's counters
+// (stopping, upserts). The caller holds r.mu; it then waits for its turn
+// (waitTurnLocked), starts or stops the operator and calls releaseSlot.
+func (r *Runtime) queueLocked(name string, register func(*slot)) (*slot, uint64) {
+	s := r.slots[name]
+	if s == nil {
+		s = &slot{turn: sync.NewCond(&r.mu), upserts: map[int64]int{}}
+		r.slots[name] = s
+	}
+	s.refs++
+	register(s)
+	ticket := s.next
+	s.next++
+	return s, ticket
+}
+
+// waitTurnLocked waits until it is ticket's turn in s, releasing r.mu
+// meanwhile. The caller holds r.mu, and holds it again on return.
+func (s *slot) waitTurnLocked(ticket uint64) {
+	for s.serving != ticket {
+		s.turn.Wait()
+	}
+}
+
+// supersededLocked reports whether a call queued after the Upsert of
+// generation, whose turn it is (and which no longer counts in upserts),
+// replaces what that Upsert would start. The caller holds r.mu.
+func (s *slot) supersededLocked(generation int64) bool {
+	if s.stopping > 0 {
+		return true
+	}
+	for g, n := range s.upserts {
+		if n > 0 && (g != generation || g == 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseSlot ends the caller's turn in name's slot s and passes it to the
+// next caller.
+func (r *Runtime) releaseSlot(name string, s *slot) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s.serving++
+	s.turn.Broadcast()
+	if s.refs--; s.refs == 0 {
+		delete(r.slots, name)
+	}
+}
+
 type running struct {
-	mu         sync.Mutex // guards ctrls, invalid, reasons and since after start
+	// mu guards ctrls, invalid, reasons, since and starting: Status reads
+	// them while the operator starts.
+	mu         sync.Mutex
 	name       string
 	generation int64
+	ctx        context.Context
 	cancel     context.CancelFunc
 	done       sync.WaitGroup
 	ctrls      []*runningController
 	invalid    map[string]error  // controller name -> compile/start error
 	reasons    map[string]string // controller name -> condition reason of invalid
-	order      []string          // controller names in spec order
+	order      []string          // controller names in spec order; fixed
 	since      map[string]metav1.Time
+	// starting holds the controllers whose first start is under way
+	// (ReasonStarting), with what the start waits for ("" when nothing
+	// in particular).
+	starting map[string]string
 	// maxDeltaEntries is the operator's bound of a stage's entries per change.
 	maxDeltaEntries int
 	// scope is the namespaces this member runs a namespace-sharded
@@ -162,6 +257,9 @@ type itemKey struct {
 }
 
 type runningController struct {
+	// name is the controller's name in the operator's status
+	// (controllerName).
+	name  string
 	c     *controller.Controller
 	queue workqueue.TypedRateLimitingInterface[itemKey]
 	stop  []func()
@@ -171,31 +269,111 @@ type runningController struct {
 }
 
 // Upsert starts the operator, or restarts its controllers when the spec's
-// generation differs from the running one. Controllers that do not compile
-// are reported in the status as Ready=False; the others run.
-// It reports whether the operator was (re)started.
+// generation differs from the running one (or is 0). Controllers that do
+// not compile are reported in the status as Ready=False; the others run.
+// It reports whether the operator was (re)started: false when the running
+// (or starting) operator already has op's generation and was not cancelled
+// (see Cancel).
+//
+// Upsert returns once every controller's first start attempt ended: it
+// runs, or it failed and is retried with backoff in the background. An
+// attempt may wait up to InformerSyncTimeout for the informer of a native
+// source or target to sync. Meanwhile the operator is listed by Names and
+// Status reports its controllers that are still starting as Ready=False
+// with reason Starting; other operators start, stop and report their
+// status without waiting for it. Starts and stops of one operator name are
+// serialized: a Delete, a Stop or an Upsert of another generation cancels
+// the start under way (its informer waits end at once) and runs after it.
+// ctx bounds the life of the operator's controllers.
 func (r *Runtime) Upsert(ctx context.Context, op *opv1a1.Operator) bool {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if cur, ok := r.operators[op.Name]; ok {
-		if cur.generation == op.Generation && op.Generation != 0 {
+		if sameGeneration(cur, op) {
+			// No call queued before this one replaces it: each cancels
+			// the operator it will replace, or makes it start cancelled.
+			r.mu.Unlock()
 			return false
 		}
-		r.stopLocked(cur, false)
+		// Superseded: end its start (or its run) now rather than after
+		// its informer waits.
+		cur.cancel()
 	}
-	r.operators[op.Name] = r.start(ctx, op)
+	s, ticket := r.queueLocked(op.Name, func(s *slot) { s.upserts[op.Generation]++ })
+	defer r.releaseSlot(op.Name, s)
+	s.waitTurnLocked(ticket)
+	if s.upserts[op.Generation]--; s.upserts[op.Generation] == 0 {
+		delete(s.upserts, op.Generation)
+	}
+	cur, ok := r.operators[op.Name]
+	if ok && sameGeneration(cur, op) {
+		// It runs (or starts) this generation already.
+		r.mu.Unlock()
+		return false
+	}
+	run := r.newRunningLocked(ctx, op)
+	if s.supersededLocked(op.Generation) {
+		// A later call replaces it: start nothing that waits.
+		run.cancel()
+	}
+	r.operators[op.Name] = run
+	r.mu.Unlock()
+	if ok {
+		r.stop(cur, false)
+	}
+	r.start(run, op)
 	return true
 }
 
-// Delete stops the operator's controllers and drops its views.
+// sameGeneration reports whether cur runs (or starts) op's generation and
+// was not cancelled (Cancel): an Upsert of op is then a no-op.
+func sameGeneration(cur *running, op *opv1a1.Operator) bool {
+	return cur.generation == op.Generation && op.Generation != 0 && cur.ctx.Err() == nil
+}
+
+// Delete stops the operator's controllers and drops its views; a start of
+// the operator under way is cancelled first. It returns once the
+// controllers stopped. Objects the operator owned may then be adopted by
+// the controllers of other operators.
 func (r *Runtime) Delete(name string) {
 	r.mu.Lock()
+	cur, ok := r.operators[name]
+	if !ok && r.slots[name] == nil {
+		r.mu.Unlock()
+		return
+	}
+	if ok {
+		cur.cancel()
+	}
+	s, ticket := r.queueLocked(name, func(s *slot) { s.stopping++ })
+	defer r.releaseSlot(name, s)
+	s.waitTurnLocked(ticket)
+	s.stopping--
+	cur, ok = r.operators[name]
+	delete(r.operators, name)
+	r.mu.Unlock()
+	if !ok {
+		return
+	}
+	r.stop(cur, true)
+	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.operators[name]; ok {
-		r.stopLocked(cur, true)
-		delete(r.operators, name)
-		// Objects the stopped operator owned may now be adopted.
-		r.recheckConflictsLocked()
+	// Objects the stopped operator owned may now be adopted.
+	r.recheckConflictsLocked()
+}
+
+// Cancel cancels the context of the named operator if it runs (or starts)
+// generation: a start under way ends at once (the controller whose
+// informer wait it cancels turns StartFailed, those after it stay
+// Starting, none is retried) and its controllers stop processing changes.
+// It does not wait. The operator stays listed, with its views, until
+// Delete or Stop removes it or the next Upsert (of any generation)
+// replaces it. It is for a caller whose Upsert waits while it learns that
+// the operator is being deleted or changed.
+func (r *Runtime) Cancel(name string, generation int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.operators[name]; ok && cur.generation == generation {
+		cur.cancel()
 	}
 }
 
@@ -206,8 +384,8 @@ func (r *Runtime) SetRing(ring *sharding.Ring) {
 	r.opts.Ring = ring
 }
 
-// ByNamespace reports whether the named operator runs split by namespace
-// (spec.sharding Namespace with RuntimeOptions.Ring set).
+// ByNamespace reports whether the named operator runs (or starts) split by
+// namespace (spec.sharding Namespace with RuntimeOptions.Ring set).
 func (r *Runtime) ByNamespace(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -215,7 +393,8 @@ func (r *Runtime) ByNamespace(name string) bool {
 	return ok && cur.scope != nil
 }
 
-// Names returns the running operators, sorted.
+// Names returns the running operators, those still starting included,
+// sorted.
 func (r *Runtime) Names() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -227,18 +406,54 @@ func (r *Runtime) Names() []string {
 	return out
 }
 
-// Stop stops every operator and unregisters the view store from metrics.
+// Stop stops every operator, cancelling the starts under way, and
+// unregisters the view store from metrics. It returns once every
+// operator's controllers stopped.
 func (r *Runtime) Stop() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	views.remove(r.views)
-	for n, cur := range r.operators {
-		r.stopLocked(cur, false)
-		delete(r.operators, n)
+	type queued struct {
+		s      *slot
+		ticket uint64
 	}
+	names := map[string]queued{}
+	for n, cur := range r.operators {
+		cur.cancel()
+		names[n] = queued{}
+	}
+	// Upserts under way that have not published their operator yet.
+	for n := range r.slots {
+		names[n] = queued{}
+	}
+	for n := range names {
+		s, ticket := r.queueLocked(n, func(s *slot) { s.stopping++ })
+		names[n] = queued{s, ticket}
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for n, q := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer r.releaseSlot(n, q.s)
+			r.mu.Lock()
+			q.s.waitTurnLocked(q.ticket)
+			q.s.stopping--
+			cur, ok := r.operators[n]
+			delete(r.operators, n)
+			r.mu.Unlock()
+			if ok {
+				r.stop(cur, false)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
-func (r *Runtime) stopLocked(cur *running, dropViews bool) {
+// stop cancels a running operator and waits for its controllers to end;
+// dropViews deletes the objects of its views. It is the caller's turn in
+// the slot of cur's name; the caller does not hold r.mu.
+func (r *Runtime) stop(cur *running, dropViews bool) {
 	r.live.remove(cur.name)
 	cur.cancel()
 	cur.done.Wait()
@@ -273,48 +488,93 @@ func (r *Runtime) resolveVersion(group, kind string) (string, error) {
 	return m.GroupVersionKind.Version, nil
 }
 
-func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
+// controllerName is the name of controller i of a spec: its own, or
+// "controllers[i]" when it has none.
+func controllerName(i int, spec opv1a1.Controller) string {
+	if spec.Name != "" {
+		return spec.Name
+	}
+	return fmt.Sprintf("controllers[%d]", i)
+}
+
+// newRunningLocked returns the record of op, not started: every controller
+// is starting. The caller holds r.mu (for opts.Ring).
+func (r *Runtime) newRunningLocked(parent context.Context, op *opv1a1.Operator) *running {
 	ctx, cancel := context.WithCancel(parent)
-	run := &running{name: op.Name, generation: op.Generation, cancel: cancel,
+	run := &running{name: op.Name, generation: op.Generation, ctx: ctx, cancel: cancel,
 		invalid: map[string]error{}, reasons: map[string]string{}, since: map[string]metav1.Time{},
+		starting:        map[string]string{},
 		maxDeltaEntries: maxDeltaEntries(op, r.opts.MaxDeltaEntries)}
 	if op.Spec.Sharding == opv1a1.ShardByNamespace && r.opts.Ring != nil {
 		run.scope = r.opts.Ring.Owns
 	}
+	now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	for i, spec := range op.Spec.Controllers {
+		name := controllerName(i, spec)
+		run.order = append(run.order, name)
+		run.since[name] = now
+		run.starting[name] = ""
+	}
+	return run
+}
+
+// start starts the controllers of run, published in r.operators, one after
+// the other. It is the caller's turn in the slot of run's name; the caller
+// does not hold r.mu. When run's context ends (Delete, Stop, Cancel, a new
+// generation), it returns at once: the controller being started turns
+// StartFailed, those after it stay Starting, and none is retried.
+func (r *Runtime) start(run *running, op *opv1a1.Operator) {
+	ctx := run.ctx
 	log := r.opts.Logger.WithValues("operator", op.Name)
 	names := make([]string, 0, len(op.Spec.Controllers))
 	for _, spec := range op.Spec.Controllers {
 		names = append(names, spec.Name)
 	}
 	r.live.set(op.Name, names)
+	// fail records controller name's failed start (ended now).
+	fail := func(name string, err error, reason string) {
+		run.mu.Lock()
+		defer run.mu.Unlock()
+		delete(run.starting, name)
+		run.invalid[name], run.reasons[name] = err, reason
+		run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	}
 	seen := map[string]bool{}
 	// Two view kinds with one resource name cannot both be served by the
 	// view API server: the controller naming the second one is invalid.
 	clashes := controller.ViewKindClashes(op.Name, op.Spec.Controllers, r.opts.Cache == nil)
 	for i, spec := range op.Spec.Controllers {
-		name := spec.Name
-		if name == "" {
-			name = fmt.Sprintf("controllers[%d]", i)
+		if ctx.Err() != nil {
+			log.Info("operator stopped while starting")
+			return
 		}
-		run.order = append(run.order, name)
-		run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+		name := controllerName(i, spec)
 		if seen[name] {
-			run.invalid[name] = fmt.Errorf("spec.controllers[%d].name: duplicate controller name %q", i, name)
+			fail(name, fmt.Errorf("spec.controllers[%d].name: duplicate controller name %q", i, name), ReasonInvalidSpec)
 			continue
 		}
 		seen[name] = true
 		if err := clashes[i]; err != nil {
 			log.Error(err, "invalid controller", "controller", name)
-			run.invalid[name], run.reasons[name] = err, ReasonInvalidSpec
+			fail(name, err, ReasonInvalidSpec)
 			continue
 		}
 		reason, err := r.startOne(ctx, run, op.Name, i, spec, log.WithValues("controller", name))
 		if err == nil {
+			run.mu.Lock()
+			delete(run.starting, name)
+			run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+			run.mu.Unlock()
 			continue
 		}
-		run.invalid[name], run.reasons[name] = err, reason
+		fail(name, err, reason)
 		if reason == ReasonInvalidSpec {
 			continue
+		}
+		if ctx.Err() != nil {
+			// Stopped while starting: nothing to retry.
+			log.Info("operator stopped while starting")
+			return
 		}
 		// Kinds that are not served yet (a CRD installed later), missing
 		// RBAC permissions and failed watches may heal: retry with backoff.
@@ -329,6 +589,10 @@ func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 				case <-time.After(delay):
 				}
 				reason, err := r.startOne(ctx, run, op.Name, i, spec, log.WithValues("controller", name))
+				if ctx.Err() != nil {
+					// Stopped while starting: the record goes with it.
+					return
+				}
 				run.mu.Lock()
 				if err == nil {
 					delete(run.invalid, name)
@@ -349,8 +613,20 @@ func (r *Runtime) start(parent context.Context, op *opv1a1.Operator) *running {
 			}
 		}(i, spec, name)
 	}
-	log.Info("operator started", "controllers", len(run.ctrls), "waiting", len(run.invalid))
-	return run
+	run.mu.Lock()
+	started, waiting := len(run.ctrls), len(run.invalid)
+	run.mu.Unlock()
+	log.Info("operator started", "controllers", started, "waiting", waiting)
+}
+
+// setWaiting records what controller name's first start waits for (shown
+// in its Starting condition); no-op once that start ended.
+func (run *running) setWaiting(name, what string) {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if _, ok := run.starting[name]; ok {
+		run.starting[name] = what
+	}
 }
 
 // RetryInitialDelay and RetryMaxDelay bound the backoff of retried
@@ -414,9 +690,13 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 			return ReasonInvalidSpec, err
 		}
 	}
-	rc = &runningController{c: c, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[itemKey]())}
+	rc = &runningController{name: controllerName(i, spec), c: c, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[itemKey]())}
 	if err := r.startController(ctx, run, rc); err != nil {
-		log.Error(err, "controller failed to start; retrying")
+		if ctx.Err() != nil {
+			log.Info("controller start cancelled: the operator stopped or changed", "error", err.Error())
+		} else {
+			log.Error(err, "controller failed to start; retrying")
+		}
 		for _, f := range rc.stop {
 			f()
 		}
@@ -482,7 +762,8 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 		} else {
 			// GetInformer blocks until the informer has synced; bound the
 			// wait so that a watch that cannot start is reported instead of
-			// hanging.
+			// hanging. Nothing but this controller's start waits for it.
+			run.setWaiting(rc.name, fmt.Sprintf("%s: waiting for the informer of %s to sync (up to %s)", s.Path, s.GVK, InformerSyncTimeout))
 			ictx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
 			ci, err := r.opts.Cache.GetInformer(ictx, newObj(s.GVK))
 			cancel()
@@ -695,8 +976,9 @@ func (r *Runtime) latest(ctx context.Context, rc *runningController, gvk schema.
 // Running returns the names of the controllers of a running operator that
 // run: started, whatever their Ready condition says (failing writes, a
 // pipeline error, an owner conflict or a contested target are conditions of
-// a running controller). The others failed to start: invalid, or retried
-// with backoff. ok is false when the operator does not run.
+// a running controller). The others failed to start (invalid, or retried
+// with backoff) or are still starting. ok is false when the operator does
+// not run. Running never waits for a start under way.
 func (r *Runtime) Running(name string) (map[string]bool, bool) {
 	r.mu.Lock()
 	run, ok := r.operators[name]
@@ -708,16 +990,18 @@ func (r *Runtime) Running(name string) (map[string]bool, bool) {
 	defer run.mu.Unlock()
 	out := map[string]bool{}
 	for _, rc := range run.ctrls {
-		if _, bad := run.invalid[rc.c.Name()]; !bad {
-			out[rc.c.Name()] = true
+		if _, bad := run.invalid[rc.name]; !bad {
+			out[rc.name] = true
 		}
 	}
 	return out, true
 }
 
 // Status returns the status of a running operator: one entry per controller
-// in spec order with a Ready condition, recent errors and counters. ok is
-// false when the operator does not run.
+// in spec order with a Ready condition, recent errors and counters. A
+// controller whose first start is under way is Ready=False with reason
+// Starting and a message naming what it waits for. ok is false when the
+// operator does not run. Status never waits for a start under way.
 func (r *Runtime) Status(name string, generation int64) (opv1a1.OperatorStatus, bool) {
 	r.mu.Lock()
 	run, ok := r.operators[name]
@@ -729,13 +1013,18 @@ func (r *Runtime) Status(name string, generation int64) (opv1a1.OperatorStatus, 
 	defer run.mu.Unlock()
 	byName := map[string]*runningController{}
 	for _, rc := range run.ctrls {
-		byName[rc.c.Name()] = rc
+		byName[rc.name] = rc
 	}
 	var st opv1a1.OperatorStatus
 	for _, name := range run.order {
 		cs := opv1a1.ControllerStatus{Name: name}
 		cond := metav1.Condition{Type: "Ready", ObservedGeneration: generation, LastTransitionTime: run.since[name]}
-		if err, bad := run.invalid[name]; bad {
+		if what, starting := run.starting[name]; starting {
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonStarting, "Controller is starting"
+			if what != "" {
+				cond.Message += ": " + what
+			}
+		} else if err, bad := run.invalid[name]; bad {
 			reason := run.reasons[name]
 			if reason == "" {
 				reason = ReasonInvalidSpec

@@ -108,7 +108,7 @@ func (r *Runtime) ownerLive(owner string) bool {
 
 // recheckConflictsLocked asks every running controller that leaves objects
 // to another owner to look at them again (an owner may have stopped). The
-// caller holds r.mu.
+// caller holds r.mu (held briefly: queueing the checks does not wait).
 func (r *Runtime) recheckConflictsLocked() {
 	for _, run := range r.operators {
 		run.mu.Lock()
@@ -152,6 +152,7 @@ func (r *Runtime) watchTarget(ctx context.Context, run *running, rc *runningCont
 			// The target is also a source, watched sharded.
 			inf = s.events()
 		} else {
+			run.setWaiting(rc.name, fmt.Sprintf("%s.target: waiting for the informer of %s to sync (up to %s)", controllerPath(rc.name, run), gvk, InformerSyncTimeout))
 			ictx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
 			ci, err := r.opts.Cache.GetInformer(ictx, newObj(gvk))
 			cancel()
