@@ -107,7 +107,7 @@ func runRun(ctx context.Context, f *managerFlags, af *apiServerFlags, ops []*opv
 func runOperators(ctx context.Context, rt *operator.Runtime, ops []*opv1a1.Operator, log logr.Logger) error {
 	// Concurrently: a start may wait for a source's informer to sync (up
 	// to operator.InformerSyncTimeout), and that of one operator must not
-	// hold back the others.
+	// hold back the others, nor the status lines below.
 	var wg sync.WaitGroup
 	for _, op := range ops {
 		wg.Add(1)
@@ -116,21 +116,37 @@ func runOperators(ctx context.Context, rt *operator.Runtime, ops []*opv1a1.Opera
 			rt.Upsert(ctx, op)
 		}()
 	}
-	wg.Wait()
-	var invalid []string
-	total := 0
-	for _, op := range ops {
-		st, _ := rt.Status(op.Name, op.Generation)
-		for _, cs := range st.Controllers {
-			total++
-			if c := cs.Conditions[0]; c.Reason == operator.ReasonInvalidSpec {
-				invalid = append(invalid, fmt.Sprintf("operator %q: %s", op.Name, c.Message))
+	started := make(chan struct{})
+	go func() { wg.Wait(); close(started) }()
+	// allInvalid returns an error when every controller of every operator
+	// has an invalid spec: nothing can ever run.
+	allInvalid := func() error {
+		var invalid []string
+		total := 0
+		for _, op := range ops {
+			st, _ := rt.Status(op.Name, op.Generation)
+			for _, cs := range st.Controllers {
+				total++
+				if c := cs.Conditions[0]; c.Reason == operator.ReasonInvalidSpec {
+					invalid = append(invalid, fmt.Sprintf("operator %q: %s", op.Name, c.Message))
+				}
 			}
 		}
+		if total > 0 && len(invalid) == total {
+			return fmt.Errorf("no controller can run:\n  %s", strings.Join(invalid, "\n  "))
+		}
+		return nil
 	}
-	if total > 0 && len(invalid) == total {
-		rt.Stop()
-		return fmt.Errorf("no controller can run:\n  %s", strings.Join(invalid, "\n  "))
+	// Invalid specs are found at once: wait briefly for the starts, so
+	// that a run of nothing but invalid operators ends before logging.
+	select {
+	case <-started:
+		if err := allInvalid(); err != nil {
+			rt.Stop()
+			return err
+		}
+		started = nil
+	case <-time.After(time.Second):
 	}
 	last := map[string]string{}
 	t := time.NewTicker(2 * time.Second)
@@ -156,6 +172,13 @@ func runOperators(ctx context.Context, rt *operator.Runtime, ops []*opv1a1.Opera
 			rt.Stop()
 			return nil
 		case <-t.C:
+		case <-started:
+			// The last start ended: check again that something runs.
+			started = nil
+			if err := allInvalid(); err != nil {
+				rt.Stop()
+				return err
+			}
 		}
 	}
 }

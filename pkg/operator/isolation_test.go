@@ -167,6 +167,16 @@ func TestStartWaitDoesNotBlockOtherOperators(t *testing.T) {
 	}
 	defer func() { close(stopReaders); readers.Wait() }()
 
+	// The operator's other controller starts meanwhile (its controllers
+	// start concurrently).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if r, _ := readyReason(t, rt, "stuck", "fine"); r == ReasonReady {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the controller fine did not start while its sibling waits for an informer")
+		}
+	}
 	within(t, 2*time.Second, "Status of the starting operator", func() {
 		if r, m := readyReason(t, rt, "stuck", "hangs"); r != ReasonStarting || !strings.Contains(m, "sources[0]: waiting for the informer of never.example.com/v1, Kind=Widget to sync") {
 			t.Errorf("hangs: reason %s (%s), want Starting and the informer it waits for", r, m)

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,16 +32,13 @@ import (
 const StatusInterval = 5 * time.Second
 
 // StartingStatusDelay is how long a reconcile waits for an operator's
-// start (Runtime.Upsert) before it writes the status so far, with the
-// controllers still starting as Ready=False reason Starting; the status is
-// then refreshed every StatusInterval until the start ends.
+// start (Runtime.Upsert) to end. A start that takes longer (the informer
+// of a source has not synced yet) goes on in the background: the reconcile
+// writes the status so far, with the controllers still starting as
+// Ready=False reason Starting, and returns, so that its worker reconciles
+// other Operators; the end of the start queues another reconcile, which
+// records the Started events and writes the status.
 const StartingStatusDelay = time.Second
-
-// StartingPollInterval is how often a reconcile whose operator start waits
-// reads the Operator again, to cancel the start when the Operator was
-// deleted or changed meanwhile (a reconcile of that Operator waits for the
-// one under way).
-const StartingPollInterval = 500 * time.Millisecond
 
 // DefaultWorkers is the Reconciler's default Workers.
 const DefaultWorkers = 4
@@ -66,10 +64,14 @@ type Reconciler struct {
 	Ring *sharding.Ring
 	// Workers is how many Operators are reconciled at once (the
 	// controller's MaxConcurrentReconciles; one Operator is never
-	// reconciled twice at once). A start can wait up to
-	// InformerSyncTimeout for a source that does not sync; the other
-	// workers meanwhile reconcile the other Operators. 0: DefaultWorkers.
+	// reconciled twice at once). A reconcile waits at most
+	// StartingStatusDelay for a start. 0: DefaultWorkers.
 	Workers int
+	// pending holds the operators whose start ended in the background
+	// (see StartingStatusDelay) and whose Started events are not recorded
+	// yet, by name.
+	pmu     sync.Mutex
+	pending map[string]pendingStart
 	// ctx is the manager's context; operators live as long as it does.
 	ctx context.Context
 	// kicks carries the Operators to reconcile after this member acquired
@@ -128,17 +130,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		runCtx = ctx
 	}
 	_, wasRunning := r.Runtime.Status(op.Name, op.Generation)
-	started, wrote, superseded := r.upsert(ctx, runCtx, op, ours)
-	if superseded {
-		// Deleted or changed meanwhile: that change queued the next
-		// reconcile, which stops or restarts it.
-		return ctrl.Result{}, nil
-	}
-	if wrote {
-		// The status written meanwhile changed the resourceVersion.
-		fresh := &opv1a1.Operator{}
-		if err := r.Client.Get(ctx, req.NamespacedName, fresh); err == nil && fresh.Generation == op.Generation {
-			op = fresh
+	started := r.upsert(runCtx, op, wasRunning)
+	if !started {
+		if p, ok := r.takePending(op.Name, op.Generation); ok {
+			started, wasRunning = true, p.replaced
 		}
 	}
 	if started && wasRunning && r.Recorder != nil {
@@ -176,45 +171,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: StatusInterval}, nil
 }
 
-// upsert runs Runtime.Upsert(runCtx, op) and returns its answer. While the
-// start waits (an informer that does not sync, up to InformerSyncTimeout),
-// it reads the Operator every StartingPollInterval (from the cache): when
-// the Operator was deleted or changed its generation, it cancels the start
-// (Runtime.Cancel), waits for Upsert to return and reports superseded, and
-// the caller leaves the Operator to its next reconcile (queued by that
-// change). When writeStatus is set it also writes the Operator's status
-// after StartingStatusDelay and then every StatusInterval, so that the
-// controllers still starting show as Starting and those already running as
-// such; wrote reports whether it did.
-func (r *Reconciler) upsert(ctx, runCtx context.Context, op *opv1a1.Operator, writeStatus bool) (started, wrote, superseded bool) {
+// upsert runs Runtime.Upsert(runCtx, op) and returns its answer when it
+// comes within StartingStatusDelay. Otherwise it returns false and lets
+// the start go on in the background: when it ends, a start is recorded in
+// pending (with wasRunning, for the Stopped event) and the Operator is
+// queued for another reconcile. A Delete or another generation of the
+// Operator meanwhile cancels the start (Runtime.Delete, Runtime.Upsert).
+func (r *Reconciler) upsert(runCtx context.Context, op *opv1a1.Operator, wasRunning bool) (started bool) {
 	done := make(chan bool, 1)
 	go func() { done <- r.Runtime.Upsert(runCtx, op) }()
-	poll := time.NewTicker(StartingPollInterval)
-	defer poll.Stop()
-	statusAt := time.Now().Add(StartingStatusDelay)
-	for {
-		select {
-		case started := <-done:
-			return started, wrote, false
-		case <-poll.C:
-		}
-		cur := &opv1a1.Operator{}
-		err := r.Client.Get(ctx, client.ObjectKeyFromObject(op), cur)
-		if apierrors.IsNotFound(err) || (err == nil && (!cur.DeletionTimestamp.IsZero() || cur.Generation != op.Generation)) {
-			r.Logger.Info("operator deleted or changed while it starts: start cancelled", "operator", op.Name, "generation", op.Generation)
-			r.Runtime.Cancel(op.Name, op.Generation)
-			<-done
-			return false, wrote, true
-		}
-		if err != nil || !writeStatus || time.Now().Before(statusAt) {
-			continue
-		}
-		if err := r.updateStatus(ctx, cur); err != nil {
-			r.Logger.V(1).Info("writing the status of a starting operator", "operator", op.Name, "error", err.Error())
-		}
-		wrote = true
-		statusAt = time.Now().Add(StatusInterval)
+	select {
+	case started := <-done:
+		return started
+	case <-time.After(StartingStatusDelay):
 	}
+	go func() {
+		if <-done {
+			r.pmu.Lock()
+			if r.pending == nil {
+				r.pending = map[string]pendingStart{}
+			}
+			r.pending[op.Name] = pendingStart{generation: op.Generation, replaced: wasRunning}
+			r.pmu.Unlock()
+		}
+		if r.kicks != nil {
+			r.kicks <- event.GenericEvent{Object: &opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: op.Name}}}
+		}
+	}()
+	return false
+}
+
+// pendingStart is a start of an operator's generation that ended in the
+// background; replaced says whether it replaced a running generation.
+type pendingStart struct {
+	generation int64
+	replaced   bool
+}
+
+// takePending removes and returns the start of generation of the named
+// operator that ended in the background, if any (one of another
+// generation is dropped).
+func (r *Reconciler) takePending(name string, generation int64) (pendingStart, bool) {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	p, ok := r.pending[name]
+	delete(r.pending, name)
+	return p, ok && p.generation == generation
 }
 
 // stop stops a running operator and records a Stopped event on it.

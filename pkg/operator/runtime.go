@@ -362,13 +362,11 @@ func (r *Runtime) Delete(name string) {
 }
 
 // Cancel cancels the context of the named operator if it runs (or starts)
-// generation: a start under way ends at once (the controller whose
-// informer wait it cancels turns StartFailed, those after it stay
-// Starting, none is retried) and its controllers stop processing changes.
-// It does not wait. The operator stays listed, with its views, until
-// Delete or Stop removes it or the next Upsert (of any generation)
-// replaces it. It is for a caller whose Upsert waits while it learns that
-// the operator is being deleted or changed.
+// generation: a start under way ends at once (the controllers whose start
+// it cancels turn StartFailed, none is retried) and its controllers stop
+// processing changes. It does not wait. The operator stays listed, with
+// its views, until Delete or Stop removes it or the next Upsert (of any
+// generation) replaces it.
 func (r *Runtime) Cancel(name string, generation int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -518,11 +516,12 @@ func (r *Runtime) newRunningLocked(parent context.Context, op *opv1a1.Operator) 
 	return run
 }
 
-// start starts the controllers of run, published in r.operators, one after
-// the other. It is the caller's turn in the slot of run's name; the caller
-// does not hold r.mu. When run's context ends (Delete, Stop, Cancel, a new
-// generation), it returns at once: the controller being started turns
-// StartFailed, those after it stay Starting, and none is retried.
+// start starts the controllers of run, published in r.operators,
+// concurrently, and returns when every first start attempt ended. It is
+// the caller's turn in the slot of run's name; the caller does not hold
+// r.mu. When run's context ends (Delete, Stop, Cancel, a new generation),
+// it returns at once: the controllers being started turn StartFailed, and
+// none is retried.
 func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 	ctx := run.ctx
 	log := r.opts.Logger.WithValues("operator", op.Name)
@@ -543,11 +542,10 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 	// Two view kinds with one resource name cannot both be served by the
 	// view API server: the controller naming the second one is invalid.
 	clashes := controller.ViewKindClashes(op.Name, op.Spec.Controllers, r.opts.Cache == nil)
+	// The controllers start concurrently: one whose source does not sync
+	// holds back none of the others.
+	var first sync.WaitGroup
 	for i, spec := range op.Spec.Controllers {
-		if ctx.Err() != nil {
-			log.Info("operator stopped while starting")
-			return
-		}
 		name := controllerName(i, spec)
 		if seen[name] {
 			fail(name, fmt.Errorf("spec.controllers[%d].name: duplicate controller name %q", i, name), ReasonInvalidSpec)
@@ -559,64 +557,81 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 			fail(name, err, ReasonInvalidSpec)
 			continue
 		}
-		reason, err := r.startOne(ctx, run, op.Name, i, spec, log.WithValues("controller", name))
-		if err == nil {
-			run.mu.Lock()
-			delete(run.starting, name)
-			run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
-			run.mu.Unlock()
-			continue
-		}
-		fail(name, err, reason)
-		if reason == ReasonInvalidSpec {
-			continue
-		}
-		if ctx.Err() != nil {
-			// Stopped while starting: nothing to retry.
-			log.Info("operator stopped while starting")
-			return
-		}
-		// Kinds that are not served yet (a CRD installed later), missing
-		// RBAC permissions and failed watches may heal: retry with backoff.
-		run.done.Add(1)
-		go func(i int, spec opv1a1.Controller, name string) {
-			defer run.done.Done()
-			delay := RetryInitialDelay
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(delay):
-				}
-				reason, err := r.startOne(ctx, run, op.Name, i, spec, log.WithValues("controller", name))
-				if ctx.Err() != nil {
-					// Stopped while starting: the record goes with it.
-					return
-				}
-				run.mu.Lock()
-				if err == nil {
-					delete(run.invalid, name)
-					delete(run.reasons, name)
-					run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
-					run.mu.Unlock()
-					log.Info("controller started after retry", "controller", name)
-					return
-				}
-				run.invalid[name], run.reasons[name] = err, reason
-				run.mu.Unlock()
-				if reason == ReasonInvalidSpec {
-					return
-				}
-				if delay *= 2; delay > RetryMaxDelay {
-					delay = RetryMaxDelay
-				}
-			}
-		}(i, spec, name)
+		first.Add(1)
+		go func() {
+			defer first.Done()
+			r.startWithRetries(run, op.Name, i, spec, name, fail, log)
+		}()
+	}
+	first.Wait()
+	if ctx.Err() != nil {
+		log.Info("operator stopped while starting")
+		return
 	}
 	run.mu.Lock()
 	started, waiting := len(run.ctrls), len(run.invalid)
 	run.mu.Unlock()
 	log.Info("operator started", "controllers", started, "waiting", waiting)
+}
+
+// startWithRetries makes the first start attempt of controller i (named
+// name) of the operator run; when it fails for a reason that may heal, it
+// retries with backoff in the background (counted in run.done) until the
+// start succeeds or run's context ends. fail records a failed start.
+func (r *Runtime) startWithRetries(run *running, opName string, i int, spec opv1a1.Controller, name string, fail func(name string, err error, reason string), log logr.Logger) {
+	ctx := run.ctx
+	if ctx.Err() != nil {
+		return
+	}
+	reason, err := r.startOne(ctx, run, opName, i, spec, log.WithValues("controller", name))
+	if err == nil {
+		run.mu.Lock()
+		delete(run.starting, name)
+		run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+		run.mu.Unlock()
+		return
+	}
+	fail(name, err, reason)
+	if reason == ReasonInvalidSpec || ctx.Err() != nil {
+		// Invalid, or stopped while starting: nothing to retry.
+		return
+	}
+	// Kinds that are not served yet (a CRD installed later), missing RBAC
+	// permissions and failed watches may heal: retry with backoff.
+	run.done.Add(1)
+	go func() {
+		defer run.done.Done()
+		delay := RetryInitialDelay
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			reason, err := r.startOne(ctx, run, opName, i, spec, log.WithValues("controller", name))
+			if ctx.Err() != nil {
+				// Stopped while starting: the record goes with it.
+				return
+			}
+			run.mu.Lock()
+			if err == nil {
+				delete(run.invalid, name)
+				delete(run.reasons, name)
+				run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+				run.mu.Unlock()
+				log.Info("controller started after retry", "controller", name)
+				return
+			}
+			run.invalid[name], run.reasons[name] = err, reason
+			run.mu.Unlock()
+			if reason == ReasonInvalidSpec {
+				return
+			}
+			if delay *= 2; delay > RetryMaxDelay {
+				delay = RetryMaxDelay
+			}
+		}
+	}()
 }
 
 // setWaiting records what controller name's first start waits for (shown

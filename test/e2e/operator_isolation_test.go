@@ -149,6 +149,28 @@ spec:
 		return ""
 	})
 
+	// More stuck Operators than the manager has reconcile workers: their
+	// starts go on in the background, and none holds a worker.
+	for i := 1; i <= operator.DefaultWorkers+1; i++ {
+		name := fmt.Sprintf("isolation-stuck-%d", i)
+		t.Cleanup(func() {
+			_, _ = kubectl(t, "", "delete", "operators.dcontroller.io", name, "--ignore-not-found", "--wait=false")
+		})
+		mustKubectl(t, fmt.Sprintf(`apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: %s
+spec:
+  controllers:
+    - name: gadgets
+      sources: [{apiGroup: isolation.e2e.dcontroller.io, version: v2, kind: Gadget}]
+      pipeline:
+        "@project":
+          metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}
+      target: {kind: GadgetCopy%d}
+`, name, i), "apply", "-f", "-")
+	}
+
 	applied := time.Now()
 	mustKubectl(t, `apiVersion: dcontroller.io/v1alpha1
 kind: Operator
