@@ -157,7 +157,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 // server cannot stream the initial state as watch events) stay
 // controller-runtime's. The watch asks what controller-runtime's would for
 // the manager's cache options: the whole cluster (no DefaultNamespaces),
-// no selector, bookmarks on.
+// no selector, bookmarks on. Every informer of a kind with a GVK records
+// its list/watch errors for informerSyncError (recordWatchErrors).
 type unstructuredWatches struct {
 	dyn    dynamic.Interface
 	mapper meta.RESTMapper
@@ -180,7 +181,15 @@ func (w *unstructuredWatches) newInformer(lw toolscache.ListerWatcher, obj runti
 			}
 		}
 	}
-	return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+	informer := toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+	if o, ok := obj.(interface{ GetObjectKind() schema.ObjectKind }); ok {
+		if gvk := o.GetObjectKind().GroupVersionKind(); !gvk.Empty() {
+			// Set before the informer runs (it cannot fail here); see
+			// informerSyncError.
+			_ = recordWatchErrors(informer, gvk, lw)
+		}
+	}
+	return informer
 }
 
 // memoMapper remembers the answers of RESTMapping for one version. The
