@@ -783,6 +783,10 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 			ci, err := r.opts.Cache.GetInformer(ictx, newObj(s.GVK))
 			cancel()
 			if err != nil {
+				if ctx.Err() == nil {
+					// Timed out: say why the informer does not sync.
+					err = informerSyncError(s.GVK, err)
+				}
 				return fmt.Errorf("%s: watching %s: %w", s.Path, s.GVK, err)
 			}
 			inf = ci

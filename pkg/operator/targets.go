@@ -157,6 +157,9 @@ func (r *Runtime) watchTarget(ctx context.Context, run *running, rc *runningCont
 			ci, err := r.opts.Cache.GetInformer(ictx, newObj(gvk))
 			cancel()
 			if err != nil {
+				if ctx.Err() == nil {
+					err = informerSyncError(gvk, err)
+				}
 				return fmt.Errorf("%s.target: watching %s: %w", controllerPath(c.Name(), run), gvk, err)
 			}
 			inf = ci

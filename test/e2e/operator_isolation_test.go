@@ -273,4 +273,16 @@ spec:
 	if names := rt.Names(); slices.Contains(names, "isolation-stuck") || !slices.Contains(names, "isolation-healthy") {
 		t.Errorf("running operators %v, want isolation-healthy and not isolation-stuck", names)
 	}
+
+	// When the wait times out, the status says why the informer does not
+	// sync: the list error (here the conversion webhook's), not only the
+	// timeout.
+	eventually(t, operator.InformerSyncTimeout+30*time.Second, func() string {
+		out, err := kubectl(t, "", "get", "operators.dcontroller.io", "isolation-stuck-1", "-o",
+			`jsonpath={.status.controllers[0].conditions[0].reason}: {.status.controllers[0].conditions[0].message}`)
+		if err != nil || !strings.HasPrefix(out, operator.ReasonStartFailed+": ") || !strings.Contains(out, "last list/watch error") || !strings.Contains(out, "conversion webhook") {
+			return fmt.Sprintf("status of isolation-stuck-1: %q %v", out, err)
+		}
+		return ""
+	})
 }
