@@ -31,7 +31,7 @@ type evalOptions struct {
 func newEvalCommand() *cobra.Command {
 	o := &evalOptions{}
 	cmd := &cobra.Command{
-		Use:   "eval -f OPERATOR.yaml -i INPUT.yaml [-i MORE.yaml ...]",
+		Use:   "eval -f OPERATOR.yaml [-i INPUT.yaml ...]",
 		Short: "Run operators offline on objects from files and print the result",
 		Long: `eval runs every controller of the given operators against an in-memory store,
 without a cluster. The input files are YAML (or JSON) streams of Kubernetes
@@ -41,7 +41,8 @@ deleting an object no earlier input creates is an input error).
 Then every controller runs on all these changes at once, as a manager's first
 list reaches it, until nothing changes any more (controllers chained through
 views included). With --trace the inputs are run one at a time instead, so
-each input's deltas can be followed; the final state is the same.
+each input's deltas can be followed; the final state is the same. Without
+-i the controllers run on no objects: a check that the operators compile.
 
 The output is the final state of every target kind: all objects of that kind,
 sorted by apiVersion, kind, namespace and name, as a YAML stream (-o yaml) or
