@@ -232,8 +232,8 @@ func TestStartWaitDoesNotBlockOtherOperators(t *testing.T) {
 	within(t, 2*time.Second, "Delete of the starting operator", func() { rt.Delete("stuck") })
 	select {
 	case started := <-stuck:
-		if !started {
-			t.Error("Upsert(stuck) = false")
+		if started {
+			t.Error("Upsert(stuck) = true for a start that Delete cancelled")
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("Upsert(stuck) did not return after Delete")
@@ -351,10 +351,12 @@ func TestCancelStart(t *testing.T) {
 	if r, m := readyReason(t, rt, "stuck", "hangs"); r != ReasonStartFailed || !strings.Contains(m, "context canceled") {
 		t.Errorf("hangs after Cancel: reason %s (%s), want StartFailed, context canceled", r, m)
 	}
+	// The next Upsert of the cancelled generation starts it again
+	// (startHanging sees it wait for the informer once more).
 	again := startHanging(t, rt, c, op)
 	within(t, 2*time.Second, "Delete", func() { rt.Delete("stuck") })
-	if !<-again {
-		t.Error("Upsert of the cancelled generation did not restart it")
+	if <-again {
+		t.Error("Upsert = true for a start that Delete cancelled")
 	}
 }
 

@@ -273,7 +273,7 @@ type runningController struct {
 // not compile are reported in the status as Ready=False; the others run.
 // It reports whether the operator was (re)started: false when the running
 // (or starting) operator already has op's generation and was not cancelled
-// (see Cancel).
+// (see Cancel), and false when this start was cancelled before it ended.
 //
 // Upsert returns once every controller's first start attempt ended: it
 // runs, or it failed and is retried with backoff in the background. An
@@ -321,7 +321,9 @@ func (r *Runtime) Upsert(ctx context.Context, op *opv1a1.Operator) bool {
 		r.stop(cur, false)
 	}
 	r.start(run, op)
-	return true
+	// A start cancelled meanwhile (Delete, Stop, Cancel, another
+	// generation) did not start the operator.
+	return run.ctx.Err() == nil
 }
 
 // sameGeneration reports whether cur runs (or starts) op's generation and
