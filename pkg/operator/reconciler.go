@@ -195,7 +195,10 @@ func (r *Reconciler) upsert(runCtx context.Context, op *opv1a1.Operator, wasRunn
 			r.pmu.Unlock()
 		}
 		if r.kicks != nil {
-			r.kicks <- event.GenericEvent{Object: &opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: op.Name}}}
+			select {
+			case r.kicks <- event.GenericEvent{Object: &opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: op.Name}}}:
+			case <-runCtx.Done(): // the manager stopped: nobody reads kicks
+			}
 		}
 	}()
 	return false
