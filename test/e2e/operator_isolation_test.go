@@ -7,11 +7,8 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
@@ -44,40 +41,11 @@ spec:
         service: {namespace: default, name: no-such-conversion-webhook, path: /convert, port: 443}
 `
 
-// startManagerRuntime is startManager (without the hook controllers) that
-// also returns the manager's operator Runtime.
+// startManagerRuntime is startManager that also returns the manager's
+// operator Runtime.
 func startManagerRuntime(t *testing.T) *operator.Runtime {
 	t.Helper()
-	log := ctrl.Log.WithName(t.Name())
-	mgr, rt, err := operator.NewManager(restConfig, operator.ManagerOptions{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log, Recorder: mgr.GetEventRecorder("dcontroller")}
-	if err := rec.SetupWithManager(ctx, mgr); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-		rt.Stop()
-	}()
-	t.Cleanup(func() {
-		cancel()
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Error("the manager did not stop within 60s")
-		}
-	})
+	_, rt := startManagerRuntimeFor(t, restConfig, operator.ManagerOptions{})
 	return rt
 }
 

@@ -114,6 +114,14 @@ func startManagerWith(t *testing.T, opts operator.ManagerOptions) (stop func()) 
 // (e.g. a ServiceAccount's).
 func startManagerFor(t *testing.T, cfg *rest.Config, opts operator.ManagerOptions) (stop func()) {
 	t.Helper()
+	stop, _ = startManagerRuntimeFor(t, cfg, opts)
+	return stop
+}
+
+// startManagerRuntimeFor is startManagerFor that also returns the
+// manager's operator Runtime.
+func startManagerRuntimeFor(t *testing.T, cfg *rest.Config, opts operator.ManagerOptions) (stop func(), rt *operator.Runtime) {
+	t.Helper()
 	log := ctrl.Log.WithName(t.Name())
 	opts.Logger = log
 	mgr, rt, err := operator.NewManager(cfg, opts)
@@ -147,7 +155,7 @@ func startManagerFor(t *testing.T, cfg *rest.Config, opts operator.ManagerOption
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return stop, rt
 }
 
 // kubectl runs the built kubectl against the test cluster.
