@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -485,4 +488,59 @@ func benchFreeAddr(b *testing.B) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// serverRequests reads the API server's apiserver_request_total counters
+// for the given resources (plural names, e.g. "configmaps"), summed by
+// "VERB resource[/subresource]", from its /metrics endpoint. The
+// difference of two readings is what was sent in between (by every
+// client).
+func serverRequests(b *testing.B, resources ...string) map[string]float64 {
+	b.Helper()
+	cs, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatalf("reading the API server's metrics: %v", err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		b.Fatalf("parsing the API server's metrics: %v", err)
+	}
+	out := map[string]float64{}
+	fam := fams["apiserver_request_total"]
+	if fam == nil {
+		b.Fatal("the API server's metrics have no apiserver_request_total")
+	}
+	for _, m := range fam.GetMetric() {
+		lbl := map[string]string{}
+		for _, l := range m.GetLabel() {
+			lbl[l.GetName()] = l.GetValue()
+		}
+		if !slices.Contains(resources, lbl["resource"]) {
+			continue
+		}
+		k := lbl["verb"] + " " + lbl["resource"]
+		if lbl["subresource"] != "" {
+			k += "/" + lbl["subresource"]
+		}
+		out[k] += m.GetCounter().GetValue()
+	}
+	return out
+}
+
+// requestsSince formats the requests counted between two readings of
+// serverRequests, per parent, in key order ("POST configmaps 3.00, ...").
+func requestsSince(before, after map[string]float64, parents int) string {
+	keys := slices.Sorted(maps.Keys(after))
+	var parts []string
+	for _, k := range keys {
+		if d := after[k] - before[k]; d > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, d/float64(parents)))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

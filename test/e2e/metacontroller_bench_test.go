@@ -426,12 +426,17 @@ const benchBaselineEnv = "DCTL_BENCH_BASELINE"
 
 // hookRun is what one dctl binary measured in
 // BenchmarkHookControllerAtServerRate.
+// hookBenchResources are the resources whose API requests the hook
+// benchmark counts.
+var hookBenchResources = []string{"configmaps", "benchparents"}
+
 type hookRun struct {
 	elapsed time.Duration // the CompositeController's creation to every parent settled
 	calls   float64       // hook calls per parent until quiet
 	rss     int64         // peak RSS (VmHWM), bytes
 	idleRSS int64         // VmHWM when ready, before the CompositeController
 	anon    int64         // peak RssAnon sampled during the run, bytes
+	reqs    string        // API requests per parent on parents and ConfigMaps, by verb
 }
 
 // BenchmarkHookControllerAtServerRate runs a CompositeController of 1,000
@@ -471,6 +476,7 @@ func BenchmarkHookControllerAtServerRate(b *testing.B) {
 		plainParents := createBenchParents(b, c, plainNS, hookBenchParents)
 
 		// The plain loop: per parent, its 3 children and then its status.
+		reqs0 := serverRequests(b, hookBenchResources...)
 		start := time.Now()
 		runParallel(b, hookBenchParents, metacontroller.DefaultWorkers, func(j int) error {
 			p := plainParents[j]
@@ -490,6 +496,7 @@ func BenchmarkHookControllerAtServerRate(b *testing.B) {
 				[]byte(`{"status":{"children":3,"observedGeneration":1}}`)))
 		})
 		plain := time.Since(start)
+		plainReqs := requestsSince(reqs0, serverRequests(b, hookBenchResources...), hookBenchParents)
 		// Only dctl's parents and children stay, so its cache holds what it
 		// serves.
 		deleteBenchNS(b, c, plainNS)
@@ -497,8 +504,8 @@ func BenchmarkHookControllerAtServerRate(b *testing.B) {
 		if baseline != "" {
 			base := runHookDctl(b, c, baseline, baseNS, "hooks-baseline")
 			deleteBenchNS(b, c, baseNS)
-			b.Logf("baseline %s: dctl %v (%.2fx the plain loop); %.2f hook calls per parent; peak RSS %d MiB (%d MiB when ready), peak RssAnon %d MiB",
-				baseline, base.elapsed.Round(time.Millisecond), base.elapsed.Seconds()/plain.Seconds(), base.calls, base.rss>>20, base.idleRSS>>20, base.anon>>20)
+			b.Logf("baseline %s: dctl %v (%.2fx the plain loop); %.2f hook calls per parent; peak RSS %d MiB (%d MiB when ready), peak RssAnon %d MiB; API requests per parent %s",
+				baseline, base.elapsed.Round(time.Millisecond), base.elapsed.Seconds()/plain.Seconds(), base.calls, base.rss>>20, base.idleRSS>>20, base.anon>>20, base.reqs)
 			b.ReportMetric(base.elapsed.Seconds(), "s-dctl-baseline")
 			b.ReportMetric(base.elapsed.Seconds()/plain.Seconds(), "time-ratio-baseline")
 			b.ReportMetric(base.calls, "calls/parent-baseline")
@@ -513,6 +520,7 @@ func BenchmarkHookControllerAtServerRate(b *testing.B) {
 		ratio := run.elapsed.Seconds() / plain.Seconds()
 		b.Logf("plain loop %v with %d workers; dctl %v; %.2f hook calls per parent; peak RSS %d MiB (%d MiB when ready, before the CompositeController), peak RssAnon %d MiB",
 			plain.Round(time.Millisecond), metacontroller.DefaultWorkers, run.elapsed.Round(time.Millisecond), run.calls, run.rss>>20, run.idleRSS>>20, run.anon>>20)
+		b.Logf("API requests per parent: plain loop %s; dctl %s", plainReqs, run.reqs)
 		b.ReportMetric(plain.Seconds(), "s-plain")
 		b.ReportMetric(run.elapsed.Seconds(), "s-dctl")
 		b.ReportMetric(run.calls, "calls/parent")
@@ -579,6 +587,7 @@ spec:
 	if err := yaml.Unmarshal([]byte(cc), &ccObj.Object); err != nil {
 		b.Fatal(err)
 	}
+	reqs0 := serverRequests(b, hookBenchResources...)
 	start := time.Now()
 	proc.profile(b, name, 10*time.Second)
 	if err := c.Create(ctx, ccObj); err != nil {
@@ -590,6 +599,7 @@ spec:
 	r.elapsed = time.Since(start)
 	sw.stop()
 	h.quiet(3 * time.Second)
+	r.reqs = requestsSince(reqs0, serverRequests(b, hookBenchResources...), hookBenchParents)
 	r.rss, r.anon = proc.peakRSS(b), anon()
 	r.calls = float64(h.calls.Load()) / hookBenchParents
 	if err := c.Delete(ctx, ccObj); err != nil {
