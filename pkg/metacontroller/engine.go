@@ -516,6 +516,10 @@ func (e *engine) stop() {
 	}
 	e.queue.ShutDown()
 	e.wg.Wait()
+	// The workers are done: nothing reads the watched kinds any more.
+	for _, w := range ws {
+		w.release()
+	}
 	forgetMetrics(e.name)
 }
 

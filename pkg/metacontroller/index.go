@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/dcontroller/dcontroller/pkg/informers"
 )
 
 // objectIndex mirrors the objects of one kind as seen by one event handler
@@ -163,18 +165,18 @@ type watch struct {
 	index *objectIndex
 	inf   cache.Informer
 	reg   toolscache.ResourceEventHandlerRegistration
+	// release gives the shared informer back (informers.Acquire).
+	release func()
 }
 
 // startWatch registers an event handler for gvk on the manager's shared
 // informer. The index is updated before fn is called.
 func startWatch(ctx context.Context, c cache.Cache, gvk schema.GroupVersionKind, fn eventFunc) (*watch, error) {
-	probe := &unstructured.Unstructured{}
-	probe.SetGroupVersionKind(gvk)
-	inf, err := c.GetInformer(ctx, probe)
+	inf, release, err := informers.Acquire(ctx, c, gvk)
 	if err != nil {
 		return nil, fmt.Errorf("watching %s: %w", gvk, err)
 	}
-	w := &watch{index: newObjectIndex(gvk), inf: inf}
+	w := &watch{index: newObjectIndex(gvk), inf: inf, release: release}
 	asObj := func(o any) *unstructured.Unstructured {
 		if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 			o = t.Obj
@@ -205,6 +207,7 @@ func startWatch(ctx context.Context, c cache.Cache, gvk schema.GroupVersionKind,
 		},
 	})
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("watching %s: %w", gvk, err)
 	}
 	w.reg = reg

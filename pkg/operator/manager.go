@@ -30,6 +30,7 @@ import (
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/informers"
 	"github.com/dcontroller/dcontroller/pkg/watchcodec"
 )
 
@@ -119,6 +120,15 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 		// managedFields is the bulk of many objects and no pipeline reads it.
 		Cache: cache.Options{DefaultTransform: received.transform, SyncPeriod: syncPeriod,
 			NewInformer: watches.newInformer},
+		// Informers of unstructured objects are counted and stopped when
+		// no running controller holds them (package informers).
+		NewCache: func(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
+			c, err := cache.New(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return informers.Wrap(c), nil
+		},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the manager: %w", err)

@@ -23,6 +23,7 @@ import (
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/controller"
+	"github.com/dcontroller/dcontroller/pkg/informers"
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/sharding"
 	"github.com/dcontroller/dcontroller/pkg/view"
@@ -263,9 +264,21 @@ type runningController struct {
 	c     *controller.Controller
 	queue workqueue.TypedRateLimitingInterface[itemKey]
 	stop  []func()
+	// release gives back the informers the controller holds
+	// (informers.Acquire), once its goroutines have ended.
+	release []func()
 	// sharded holds the server-side sharded informers of the sources of a
 	// namespace-sharded operator (startShardedSource), by kind.
 	sharded map[schema.GroupVersionKind]*shardedSource
+}
+
+// releaseInformers gives back the informers the controller holds; call it
+// once nothing of the controller reads them any more.
+func (rc *runningController) releaseInformers() {
+	for _, f := range rc.release {
+		f()
+	}
+	rc.release = nil
 }
 
 // Upsert starts the operator, or restarts its controllers when the spec's
@@ -457,6 +470,12 @@ func (r *Runtime) stop(cur *running, dropViews bool) {
 	r.live.remove(cur.name)
 	cur.cancel()
 	cur.done.Wait()
+	cur.mu.Lock()
+	ctrls := cur.ctrls
+	cur.mu.Unlock()
+	for _, rc := range ctrls {
+		rc.releaseInformers()
+	}
 	for _, name := range cur.order {
 		controller.DeleteMetrics(cur.name, name)
 	}
@@ -718,6 +737,7 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 			f()
 		}
 		rc.queue.ShutDown()
+		rc.releaseInformers()
 		return ReasonStartFailed, err
 	}
 	run.mu.Lock()
@@ -782,8 +802,9 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 			// hanging. Nothing but this controller's start waits for it.
 			run.setWaiting(rc.name, fmt.Sprintf("%s: waiting for the informer of %s to sync (up to %s)", s.Path, s.GVK, InformerSyncTimeout))
 			ictx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
-			ci, err := r.opts.Cache.GetInformer(ictx, newObj(s.GVK))
+			ci, release, err := informers.Acquire(ictx, r.opts.Cache, s.GVK)
 			cancel()
+			rc.release = append(rc.release, release)
 			if err != nil {
 				if ctx.Err() == nil {
 					// Timed out: say why the informer does not sync.

@@ -15,6 +15,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/informers"
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/view"
 )
@@ -154,8 +155,9 @@ func (r *Runtime) watchTarget(ctx context.Context, run *running, rc *runningCont
 		} else {
 			run.setWaiting(rc.name, fmt.Sprintf("%s.target: waiting for the informer of %s to sync (up to %s)", controllerPath(rc.name, run), gvk, InformerSyncTimeout))
 			ictx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
-			ci, err := r.opts.Cache.GetInformer(ictx, newObj(gvk))
+			ci, release, err := informers.Acquire(ictx, r.opts.Cache, gvk)
 			cancel()
+			rc.release = append(rc.release, release)
 			if err != nil {
 				if ctx.Err() == nil {
 					err = informerSyncError(gvk, err)

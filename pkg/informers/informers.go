@@ -1,0 +1,95 @@
+// Package informers counts the holders of a controller-runtime cache's
+// informers of unstructured objects, so that an informer that no running
+// controller uses any more is stopped and its objects dropped: the
+// manager's memory and watches follow the kinds its running controllers
+// watch, not every kind a controller ever watched. An informer that never
+// synced (a list that keeps failing) is stopped as soon as its last holder
+// gives up on it, instead of retrying its list for the life of the process.
+package informers
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// Cache is a controller-runtime cache whose informers of unstructured
+// objects are handed out by Acquire and stopped (cache.Informers'
+// RemoveInformer) when their last holder releases them. Everything else,
+// reads included, is the wrapped cache's: a read of a kind whose informer
+// was stopped starts it again, as a read of a kind never watched does.
+type Cache struct {
+	cache.Cache
+	mu   sync.Mutex
+	refs map[schema.GroupVersionKind]int
+}
+
+// Wrap returns c with counted informers. Install it as the manager's cache
+// (manager.Options.NewCache) so that every user of the manager's cache
+// shares one count per kind.
+func Wrap(c cache.Cache) *Cache {
+	return &Cache{Cache: c, refs: map[schema.GroupVersionKind]int{}}
+}
+
+// NeedLeaderElection reports false: the cache runs on every replica, as
+// controller-runtime's own cache does.
+func (c *Cache) NeedLeaderElection() bool { return false }
+
+// Holders returns how many holders gvk's informer has.
+func (c *Cache) Holders(gvk schema.GroupVersionKind) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refs[gvk]
+}
+
+// Acquire returns the shared informer of gvk's unstructured objects,
+// starting it when it does not run, and waits until it has synced, as
+// cache.Informers' GetInformer does (bounded by ctx; the error is
+// GetInformer's). release gives it back: call it once, after the holder's
+// event handlers are removed and nothing of the holder reads the kind
+// from the cache any more; later calls do nothing. The last release stops
+// the informer. When Acquire fails the informer is released already and
+// release does nothing. When c is not a *Cache its informers are used as
+// they are and never stopped.
+func Acquire(ctx context.Context, c cache.Informers, gvk schema.GroupVersionKind) (inf cache.Informer, release func(), err error) {
+	rc, ok := c.(*Cache)
+	if !ok {
+		inf, err = c.GetInformer(ctx, probe(gvk))
+		return inf, func() {}, err
+	}
+	rc.mu.Lock()
+	rc.refs[gvk]++
+	rc.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { rc.release(gvk) }) }
+	inf, err = rc.Cache.GetInformer(ctx, probe(gvk))
+	if err != nil {
+		release()
+		return nil, func() {}, err
+	}
+	return inf, release, nil
+}
+
+// release drops one holder of gvk's informer and stops the informer when
+// it was the last. The count and the removal change together under mu, so
+// an Acquire that counts itself first keeps the informer, and one that
+// counts itself after starts a new one.
+func (c *Cache) release(gvk schema.GroupVersionKind) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refs[gvk]--
+	if c.refs[gvk] > 0 {
+		return
+	}
+	delete(c.refs, gvk)
+	_ = c.Cache.RemoveInformer(context.Background(), probe(gvk))
+}
+
+func probe(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}

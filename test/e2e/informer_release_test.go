@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+)
+
+// informerProbeOperator is an Operator named name whose one controller
+// watches InformerProbes and writes a view.
+func informerProbeOperator(name string) string {
+	return fmt.Sprintf(`apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: %s
+spec:
+  controllers:
+    - name: probes
+      sources: [{apiGroup: e2e.dcontroller.io, version: v1, kind: InformerProbe}]
+      pipeline:
+        "@project":
+          metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}
+      target: {kind: ProbeCopy}
+`, name)
+}
+
+// TestInformersFollowRunningControllers: the manager watches a kind only
+// while a running controller watches it. Two Operators and a
+// CompositeController share one watch of InformerProbes (counted by the
+// API server); it stays while any of them runs and ends when the last one
+// is deleted, so the manager no longer holds the kind's objects.
+func TestInformersFollowRunningControllers(t *testing.T) {
+	installCRD(t, "InformerProbe", "informerprobes", "Namespaced")
+	mustKubectl(t, "", "create", "namespace", "e2e-informers")
+	mustKubectl(t, `apiVersion: e2e.dcontroller.io/v1
+kind: InformerProbe
+metadata: {name: p1, namespace: e2e-informers}
+`, "apply", "-f", "-")
+	watches := func(want int) func() string {
+		return func() string {
+			if got := serverWatches(t, "informerprobes"); got != want {
+				return fmt.Sprintf("the API server serves %d watches of informerprobes, want %d", got, want)
+			}
+			return ""
+		}
+	}
+	if got := serverWatches(t, "informerprobes"); got != 0 {
+		t.Fatalf("%d watches of informerprobes before the test's manager runs", got)
+	}
+	rt := startManagerRuntime(t)
+
+	mustKubectl(t, informerProbeOperator("informers-a"), "apply", "-f", "-")
+	mustKubectl(t, informerProbeOperator("informers-b"), "apply", "-f", "-")
+	for _, op := range []string{"informers-a", "informers-b"} {
+		eventually(t, 30*time.Second, func() string {
+			if got := readyConditions(t, op); got != "probes=True/Ready" {
+				return op + ": " + got
+			}
+			return ""
+		})
+	}
+	eventually(t, 10*time.Second, watches(1))
+
+	// A CompositeController whose parents are InformerProbes shares the
+	// watch.
+	hook := newHookServer(t, func(map[string]any) any { return map[string]any{"status": map[string]any{}} })
+	mustKubectl(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: informers-cc}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: e2e.dcontroller.io/v1, resource: informerprobes}
+  childResources: [{apiVersion: v1, resource: configmaps}]
+  hooks: {sync: {webhook: {url: %s}}}
+`, hook.URL), "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		if hook.calls.Load() == 0 {
+			return "the CompositeController has not called its hook"
+		}
+		return ""
+	})
+	if msg := watches(1)(); msg != "" {
+		t.Fatal(msg)
+	}
+
+	// Deleting one holder keeps the watch for the others.
+	mustKubectl(t, "", "delete", "operators.dcontroller.io", "informers-a")
+	mustKubectl(t, "", "delete", "compositecontrollers.metacontroller.k8s.io", "informers-cc")
+	time.Sleep(2 * time.Second) // the stops have run
+	if msg := watches(1)(); msg != "" {
+		t.Fatal(msg + " while Operator informers-b runs")
+	}
+	if got := readyConditions(t, "informers-b"); got != "probes=True/Ready" {
+		t.Fatalf("informers-b: %s", got)
+	}
+	// informers-b still sees changes through the shared watch.
+	mustKubectl(t, `apiVersion: e2e.dcontroller.io/v1
+kind: InformerProbe
+metadata: {name: p2, namespace: e2e-informers}
+`, "apply", "-f", "-")
+	eventually(t, 10*time.Second, func() string {
+		var names []string
+		for _, o := range rt.Views().List(opv1a1.ViewGroupVersion("informers-b").WithKind("ProbeCopy")) {
+			names = append(names, o.GetName())
+		}
+		slices.Sort(names)
+		if got := strings.Join(names, ","); got != "p1,p2" {
+			return "informers-b's view holds " + got + ", want p1,p2"
+		}
+		return ""
+	})
+
+	// The last holder gone, the watch ends.
+	mustKubectl(t, "", "delete", "operators.dcontroller.io", "informers-b")
+	eventually(t, 10*time.Second, watches(0))
+
+	// A new holder starts a new watch.
+	mustKubectl(t, informerProbeOperator("informers-c"), "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		if got := readyConditions(t, "informers-c"); got != "probes=True/Ready" {
+			return "informers-c: " + got
+		}
+		return ""
+	})
+	eventually(t, 10*time.Second, watches(1))
+	mustKubectl(t, "", "delete", "operators.dcontroller.io", "informers-c")
+	eventually(t, 10*time.Second, watches(0))
+}
