@@ -1122,7 +1122,12 @@ func (c *Controller) update(ctx context.Context, key object.Key, desired map[str
 	setMetadataMap(obj.Object, "annotations", anns)
 	// The API server may add defaults; what matters is that everything the
 	// output says is there and nothing written before was dropped since.
-	if len(droppedLabels) == 0 && len(droppedAnns) == 0 && object.Contains(existing.Object, obj.Object) &&
+	// The object carries the new record (the output wins the merge), so a
+	// different record on the existing object answers Contains at once: an
+	// output that changed since the last write changed its digest.
+	if len(droppedLabels) == 0 && len(droppedAnns) == 0 &&
+		(record == "" || existingAnns[ManagedMetadataAnnotation] == record) &&
+		object.Contains(existing.Object, obj.Object) &&
 		(!known || !droppedOutsideMetadataMaps(prev.doc, obj.Object)) &&
 		(known || !c.target.IsView() || object.Equal(withoutMetadata(existing.Object), withoutMetadata(obj.Object))) {
 		c.setWrittenUpdate(key, obj.Object, desired, record, digest)

@@ -73,8 +73,9 @@ type savedInput struct {
 	doc inputDoc // nil doc: the key was absent
 }
 
-func (u *inputUndo) save(source int, key object.Key) {
-	d, _ := u.c.inputs[source].get(key)
+// save records d as the entry of key in source's input map before the
+// batch changes it (a zero d: the key was absent).
+func (u *inputUndo) save(source int, key object.Key, d inputDoc) {
 	u.prev = append(u.prev, savedInput{refusal{source, key}, d})
 }
 
@@ -167,13 +168,14 @@ func (c *Controller) deltasOf(changes []Change) (map[string]*dbsp.ZSet, *inputUn
 				continue
 			}
 			key := object.Key{Namespace: ref.GetNamespace(), Name: ref.GetName()}
-			undo.save(i, key)
+			prev, ok := c.inputs[i].get(key)
+			undo.save(i, key, prev)
 			touched = append(touched, refusal{i, key})
 			z := deltas[s.GVK.Kind]
 			if z == nil {
 				z = dbsp.NewZSet()
 			}
-			if prev, ok := c.inputs[i].get(key); ok {
+			if ok {
 				z.InsertHashed(prev.hash, prev.doc, -1)
 				c.inputs[i].del(key)
 			}
