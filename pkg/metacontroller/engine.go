@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -517,7 +518,15 @@ func (e *engine) stop() {
 	e.queue.ShutDown()
 	e.wg.Wait()
 	// The workers are done: nothing reads the watched kinds any more.
-	for _, w := range ws {
+	// Watches a worker started meanwhile (related kinds) go too.
+	e.mu.Lock()
+	late := e.watches
+	e.watches = nil
+	e.mu.Unlock()
+	for _, w := range late {
+		w.stop()
+	}
+	for _, w := range slices.Concat(ws, late) {
 		w.release()
 	}
 	forgetMetrics(e.name)
