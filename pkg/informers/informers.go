@@ -23,15 +23,19 @@ import (
 // was stopped starts it again, as a read of a kind never watched does.
 type Cache struct {
 	cache.Cache
-	mu   sync.Mutex
-	refs map[schema.GroupVersionKind]int
+	mu       sync.Mutex
+	refs     map[schema.GroupVersionKind]int
+	onRemove func(schema.GroupVersionKind)
 }
 
 // Wrap returns c with counted informers. Install it as the manager's cache
 // (manager.Options.NewCache) so that every user of the manager's cache
-// shares one count per kind.
-func Wrap(c cache.Cache) *Cache {
-	return &Cache{Cache: c, refs: map[schema.GroupVersionKind]int{}}
+// shares one count per kind. onRemove, when not nil, is called with the
+// kind of each informer stopped, so that whoever keeps something of an
+// informer (its HasSynced, its ListerWatcher) lets it go and the
+// informer's objects can be freed.
+func Wrap(c cache.Cache, onRemove func(schema.GroupVersionKind)) *Cache {
+	return &Cache{Cache: c, refs: map[schema.GroupVersionKind]int{}, onRemove: onRemove}
 }
 
 // NeedLeaderElection reports false: the cache runs on every replica, as
@@ -48,12 +52,13 @@ func (c *Cache) Holders(gvk schema.GroupVersionKind) int {
 // Acquire returns the shared informer of gvk's unstructured objects,
 // starting it when it does not run, and waits until it has synced, as
 // cache.Informers' GetInformer does (bounded by ctx; the error is
-// GetInformer's). release gives it back: call it once, after the holder's
-// event handlers are removed and nothing of the holder reads the kind
-// from the cache any more; later calls do nothing. The last release stops
-// the informer. When Acquire fails the informer is released already and
-// release does nothing. When c is not a *Cache its informers are used as
-// they are and never stopped.
+// GetInformer's). release gives it back: call it once in any case, also
+// when Acquire failed (so that what explains the failure, e.g. the
+// informer's last list error, can be read first), after the holder's event
+// handlers are removed and nothing of the holder reads the kind from the
+// cache any more; later calls do nothing. The last release stops the
+// informer. When c is not a *Cache its informers are used as they are and
+// never stopped.
 func Acquire(ctx context.Context, c cache.Informers, gvk schema.GroupVersionKind) (inf cache.Informer, release func(), err error) {
 	rc, ok := c.(*Cache)
 	if !ok {
@@ -66,11 +71,7 @@ func Acquire(ctx context.Context, c cache.Informers, gvk schema.GroupVersionKind
 	var once sync.Once
 	release = func() { once.Do(func() { rc.release(gvk) }) }
 	inf, err = rc.Cache.GetInformer(ctx, probe(gvk))
-	if err != nil {
-		release()
-		return nil, func() {}, err
-	}
-	return inf, release, nil
+	return inf, release, err
 }
 
 // release drops one holder of gvk's informer and stops the informer when
@@ -86,6 +87,9 @@ func (c *Cache) release(gvk schema.GroupVersionKind) {
 	}
 	delete(c.refs, gvk)
 	_ = c.Cache.RemoveInformer(context.Background(), probe(gvk))
+	if c.onRemove != nil {
+		c.onRemove(gvk)
+	}
 }
 
 func probe(gvk schema.GroupVersionKind) *unstructured.Unstructured {

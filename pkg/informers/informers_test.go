@@ -65,7 +65,7 @@ var (
 
 func TestLastReleaseStopsTheInformer(t *testing.T) {
 	f := newFake()
-	c := Wrap(f)
+	c := Wrap(f, nil)
 	ctx := context.Background()
 	_, r1, err := Acquire(ctx, c, pods)
 	if err != nil {
@@ -112,32 +112,41 @@ func TestLastReleaseStopsTheInformer(t *testing.T) {
 func TestFailedAcquireStopsAnInformerNobodyHolds(t *testing.T) {
 	f := newFake()
 	f.failing[pods] = true
-	c := Wrap(f)
+	var removed []schema.GroupVersionKind
+	c := Wrap(f, func(gvk schema.GroupVersionKind) { removed = append(removed, gvk) })
 	_, release, err := Acquire(context.Background(), c, pods)
 	if err == nil {
 		t.Fatal("Acquire did not report the informer's error")
 	}
-	if f.isRunning(pods) || c.Holders(pods) != 0 {
-		t.Fatalf("after a failed acquire: running %v, holders %d; want stopped, 0", f.isRunning(pods), c.Holders(pods))
+	// The informer runs until the release, so that its failure can be
+	// explained.
+	if !f.isRunning(pods) || c.Holders(pods) != 1 {
+		t.Fatalf("after a failed acquire: running %v, holders %d; want running, 1", f.isRunning(pods), c.Holders(pods))
 	}
+	release()
 	release() // does nothing
-	if c.Holders(pods) != 0 || f.removes != 1 {
-		t.Fatalf("release after a failed acquire: holders %d, removes %d; want 0, 1", c.Holders(pods), f.removes)
+	if f.isRunning(pods) || c.Holders(pods) != 0 || f.removes != 1 {
+		t.Fatalf("released after a failed acquire: running %v, holders %d, removes %d; want stopped, 0, 1", f.isRunning(pods), c.Holders(pods), f.removes)
+	}
+	if len(removed) != 1 || removed[0] != pods {
+		t.Fatalf("onRemove saw %v, want [%v]", removed, pods)
 	}
 }
 
 func TestFailedAcquireKeepsAHeldInformer(t *testing.T) {
 	f := newFake()
-	c := Wrap(f)
+	c := Wrap(f, nil)
 	ctx := context.Background()
 	_, held, err := Acquire(ctx, c, pods)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.failing[pods] = true
-	if _, _, err := Acquire(ctx, c, pods); err == nil {
+	_, failed, err := Acquire(ctx, c, pods)
+	if err == nil {
 		t.Fatal("Acquire did not report the informer's error")
 	}
+	failed()
 	if !f.isRunning(pods) || c.Holders(pods) != 1 {
 		t.Fatalf("a failed acquire next to a holder: running %v, holders %d; want running, 1", f.isRunning(pods), c.Holders(pods))
 	}
@@ -152,7 +161,7 @@ func TestFailedAcquireKeepsAHeldInformer(t *testing.T) {
 // none runs once all are released.
 func TestConcurrentHolders(t *testing.T) {
 	f := newFake()
-	c := Wrap(f)
+	c := Wrap(f, nil)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)

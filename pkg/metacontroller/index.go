@@ -174,6 +174,7 @@ type watch struct {
 func startWatch(ctx context.Context, c cache.Cache, gvk schema.GroupVersionKind, fn eventFunc) (*watch, error) {
 	inf, release, err := informers.Acquire(ctx, c, gvk)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("watching %s: %w", gvk, err)
 	}
 	w := &watch{index: newObjectIndex(gvk), inf: inf, release: release}

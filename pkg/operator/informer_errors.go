@@ -49,6 +49,14 @@ func (w *watchErrors) register(gvk schema.GroupVersionKind, synced func() bool, 
 	w.m[gvk] = &watchError{synced: synced, probe: probe}
 }
 
+// forget drops the entry of gvk: its informer was stopped, and the entry
+// must not keep the informer (its HasSynced) and so its objects alive.
+func (w *watchErrors) forget(gvk schema.GroupVersionKind) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, gvk)
+}
+
 // record remembers err as the last list/watch error of gvk, got by an
 // informer whose HasSynced is synced (nil: unknown, never stale).
 func (w *watchErrors) record(gvk schema.GroupVersionKind, err error, synced func() bool) {

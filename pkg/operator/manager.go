@@ -127,7 +127,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 			if err != nil {
 				return nil, err
 			}
-			return informers.Wrap(c), nil
+			return informers.Wrap(c, informerErrors.forget), nil
 		},
 	})
 	if err != nil {

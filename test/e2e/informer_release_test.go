@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 )
@@ -129,4 +133,59 @@ metadata: {name: p2, namespace: e2e-informers}
 	eventually(t, 10*time.Second, watches(1))
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "informers-c")
 	eventually(t, 10*time.Second, watches(0))
+}
+
+// heapAfterGC returns the process's live heap in bytes after a collection.
+func heapAfterGC() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// TestReleasedInformersFreeTheirObjects: once the last controller that
+// watches a kind is deleted, the manager (here in the test's process)
+// frees the objects its informer held.
+func TestReleasedInformersFreeTheirObjects(t *testing.T) {
+	const objects, size = 300, 50 << 10 // 15 MiB of data
+	installCRD(t, "HeavyProbe", "heavyprobes", "Namespaced")
+	mustKubectl(t, "", "create", "namespace", "e2e-heavy")
+	ctx := context.Background()
+	for i := 0; i < objects; i++ {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "e2e.dcontroller.io/v1", "kind": "HeavyProbe",
+			"metadata": map[string]any{"name": fmt.Sprintf("h%d", i), "namespace": "e2e-heavy"},
+			"data":     strings.Repeat(string(rune('a'+i%26)), size),
+		}}
+		if err := k8sClient.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startManager(t)
+	before := heapAfterGC()
+	mustKubectl(t, strings.NewReplacer("InformerProbe", "HeavyProbe", "ProbeCopy", "HeavyCopy").Replace(informerProbeOperator("heavy")), "apply", "-f", "-")
+	eventually(t, 60*time.Second, func() string {
+		if got := readyConditions(t, "heavy"); got != "probes=True/Ready" {
+			return "heavy: " + got
+		}
+		return ""
+	})
+	held := heapAfterGC() - before
+	if held < objects*size*8/10 {
+		t.Fatalf("the heap grew by %d bytes while the informer holds %d objects of %d bytes", held, objects, size)
+	}
+	mustKubectl(t, "", "delete", "operators.dcontroller.io", "heavy")
+	eventually(t, 10*time.Second, func() string {
+		if n := serverWatches(t, "heavyprobes"); n != 0 {
+			return fmt.Sprintf("%d watches of heavyprobes", n)
+		}
+		return ""
+	})
+	eventually(t, 20*time.Second, func() string {
+		if left := heapAfterGC() - before; left > held/5 {
+			return fmt.Sprintf("the heap is still %d bytes above its size before the Operator (%d while it ran)", left, held)
+		}
+		return ""
+	})
 }
