@@ -331,7 +331,10 @@ func (r *Runtime) Upsert(ctx context.Context, op *opv1a1.Operator) bool {
 	r.operators[op.Name] = run
 	r.mu.Unlock()
 	if ok {
-		r.stop(cur, false)
+		// The previous generation's informers are given back once the new
+		// one holds its own: the kinds both watch are not listed again.
+		release := r.stop(cur, false)
+		defer release()
 	}
 	r.start(run, op)
 	// A start cancelled meanwhile (Delete, Stop, Cancel, another
@@ -369,7 +372,7 @@ func (r *Runtime) Delete(name string) {
 	if !ok {
 		return
 	}
-	r.stop(cur, true)
+	r.stop(cur, true)()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// Objects the stopped operator owned may now be adopted.
@@ -456,7 +459,7 @@ func (r *Runtime) Stop() {
 			delete(r.operators, n)
 			r.mu.Unlock()
 			if ok {
-				r.stop(cur, false)
+				r.stop(cur, false)()
 			}
 		}()
 	}
@@ -464,17 +467,21 @@ func (r *Runtime) Stop() {
 }
 
 // stop cancels a running operator and waits for its controllers to end;
-// dropViews deletes the objects of its views. It is the caller's turn in
-// the slot of cur's name; the caller does not hold r.mu.
-func (r *Runtime) stop(cur *running, dropViews bool) {
+// dropViews deletes the objects of its views. It returns the release of
+// the informers the controllers held (informers.Acquire), for the caller
+// to call. It is the caller's turn in the slot of cur's name; the caller
+// does not hold r.mu.
+func (r *Runtime) stop(cur *running, dropViews bool) (release func()) {
 	r.live.remove(cur.name)
 	cur.cancel()
 	cur.done.Wait()
 	cur.mu.Lock()
 	ctrls := cur.ctrls
 	cur.mu.Unlock()
-	for _, rc := range ctrls {
-		rc.releaseInformers()
+	release = func() {
+		for _, rc := range ctrls {
+			rc.releaseInformers()
+		}
 	}
 	for _, name := range cur.order {
 		controller.DeleteMetrics(cur.name, name)
@@ -491,6 +498,7 @@ func (r *Runtime) stop(cur *running, dropViews bool) {
 		}
 	}
 	r.opts.Logger.Info("operator stopped", "operator", cur.name)
+	return release
 }
 
 func (r *Runtime) resolveVersion(group, kind string) (string, error) {

@@ -131,6 +131,31 @@ metadata: {name: p2, namespace: e2e-informers}
 		return ""
 	})
 	eventually(t, 10*time.Second, watches(1))
+
+	// A new generation of the only Operator watching the kind keeps the
+	// watch: the new controllers take the informer over without a new list.
+	reqs := serverRequests(t, "informerprobes")
+	mustKubectl(t, strings.Replace(informerProbeOperator("informers-c"),
+		`metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}`,
+		`metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace", labels: {gen: "2"}}`, 1), "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		objs := rt.Views().List(opv1a1.ViewGroupVersion("informers-c").WithKind("ProbeCopy"))
+		if len(objs) != 2 {
+			return fmt.Sprintf("informers-c's view holds %d objects, want 2", len(objs))
+		}
+		for _, o := range objs {
+			if o.GetLabels()["gen"] != "2" {
+				return "view object " + o.GetName() + " of informers-c is not from its second generation"
+			}
+		}
+		return ""
+	})
+	if got := requestsSince(reqs, serverRequests(t, "informerprobes"), 1); got != "" {
+		t.Fatalf("a new generation of informers-c sent %s (list and watch requests of its kind)", got)
+	}
+	if msg := watches(1)(); msg != "" {
+		t.Fatal(msg)
+	}
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "informers-c")
 	eventually(t, 10*time.Second, watches(0))
 }
