@@ -504,7 +504,12 @@ func (e *engine) work(ctx context.Context) bool {
 
 // stop removes the event handlers, stops the workers and drops the
 // controller's metric series; it leaves every object alone.
-func (e *engine) stop() {
+func (e *engine) stop() { e.halt()() }
+
+// halt is stop, except that the shared informers the controller held are
+// given back by release, for the caller to call (after a successor took
+// them over, so that the kinds both watch are not listed again).
+func (e *engine) halt() (release func()) {
 	e.mu.Lock()
 	ws := e.watches
 	e.watches = nil
@@ -526,10 +531,12 @@ func (e *engine) stop() {
 	for _, w := range late {
 		w.stop()
 	}
-	for _, w := range slices.Concat(ws, late) {
-		w.release()
-	}
 	forgetMetrics(e.name)
+	return func() {
+		for _, w := range slices.Concat(ws, late) {
+			w.release()
+		}
+	}
 }
 
 // fingerprint summarises an observed state: every object by identity and

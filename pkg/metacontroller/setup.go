@@ -103,6 +103,9 @@ type Options struct {
 type running struct {
 	stamp string
 	stop  func()
+	// halt is stop with the informers released by the function it
+	// returns (engine.halt).
+	halt func() (release func())
 	// parent is the parent kind of a CompositeController and whether its
 	// parentResource has a labelSelector.
 	parent      schema.GroupVersionKind
@@ -232,6 +235,25 @@ func (r *runner) stopKey(key string) {
 	}
 }
 
+// haltKey is stopKey with the controller's informers released by the
+// function it returns.
+func (r *runner) haltKey(key string) (release func()) {
+	r.mu.Lock()
+	cur := r.running[key]
+	delete(r.running, key)
+	r.mu.Unlock()
+	if cur == nil {
+		return func() {}
+	}
+	if cur.halt == nil {
+		cur.stop()
+		return func() {}
+	}
+	release = cur.halt()
+	r.log.Info("controller stopped", "controller", key)
+	return release
+}
+
 func (r *runner) stopAll() {
 	r.mu.Lock()
 	all := r.running
@@ -252,7 +274,10 @@ func (r *runner) upsert(key, st string, start func() (*running, error)) (bool, e
 	if cur != nil && cur.stamp == st {
 		return false, nil
 	}
-	r.stopKey(key)
+	// The new spec's controller takes over the informers of the previous
+	// one before they are released.
+	release := r.haltKey(key)
+	defer release()
 	run, err := start()
 	if err != nil {
 		return true, err
@@ -304,7 +329,7 @@ func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) 
 		if err != nil {
 			return nil, err
 		}
-		return &running{stop: c.stop, parent: c.parent.gvk, parentScope: cc.Spec.ParentResource.LabelSelector != nil, drainer: c}, nil
+		return &running{stop: c.stop, halt: c.halt, parent: c.parent.gvk, parentScope: cc.Spec.ParentResource.LabelSelector != nil, drainer: c}, nil
 	}
 	ct := compositeTarget(key, cc)
 	ct.start = start
@@ -366,7 +391,7 @@ func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) 
 		if err != nil {
 			return nil, err
 		}
-		return &running{stop: c.stop, drainer: c}, nil
+		return &running{stop: c.stop, halt: c.halt, drainer: c}, nil
 	}
 	dt := decoratorTarget(key, dc)
 	dt.start = start

@@ -72,7 +72,7 @@ metadata: {name: p1, namespace: e2e-informers}
 	// A CompositeController whose parents are InformerProbes shares the
 	// watch.
 	hook := newHookServer(t, func(map[string]any) any { return map[string]any{"status": map[string]any{}} })
-	mustKubectl(t, fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
+	ccYAML := fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
 metadata: {name: informers-cc}
 spec:
@@ -80,7 +80,8 @@ spec:
   parentResource: {apiVersion: e2e.dcontroller.io/v1, resource: informerprobes}
   childResources: [{apiVersion: v1, resource: configmaps}]
   hooks: {sync: {webhook: {url: %s}}}
-`, hook.URL), "apply", "-f", "-")
+`, hook.URL)
+	mustKubectl(t, ccYAML, "apply", "-f", "-")
 	eventually(t, 30*time.Second, func() string {
 		if hook.calls.Load() == 0 {
 			return "the CompositeController has not called its hook"
@@ -157,6 +158,32 @@ metadata: {name: p2, namespace: e2e-informers}
 		t.Fatal(msg)
 	}
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "informers-c")
+	eventually(t, 10*time.Second, watches(0))
+
+	// The same for a CompositeController restarted by a change of its
+	// annotations.
+	mustKubectl(t, ccYAML, "apply", "-f", "-")
+	eventually(t, 30*time.Second, watches(1))
+	calls := hook.calls.Load()
+	eventually(t, 30*time.Second, func() string {
+		if hook.calls.Load() == calls {
+			return "the recreated CompositeController has not called its hook"
+		}
+		return ""
+	})
+	reqs = serverRequests(t, "informerprobes")
+	calls = hook.calls.Load()
+	mustKubectl(t, "", "annotate", "compositecontrollers.metacontroller.k8s.io", "informers-cc", "e2e.dcontroller.io/restart=1")
+	eventually(t, 30*time.Second, func() string {
+		if hook.calls.Load() == calls {
+			return "the restarted CompositeController has not called its hook"
+		}
+		return ""
+	})
+	if got := requestsSince(reqs, serverRequests(t, "informerprobes"), 1); got != "" {
+		t.Fatalf("a restart of informers-cc sent %s (list and watch requests of its parent kind)", got)
+	}
+	mustKubectl(t, "", "delete", "compositecontrollers.metacontroller.k8s.io", "informers-cc")
 	eventually(t, 10*time.Second, watches(0))
 }
 
