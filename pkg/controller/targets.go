@@ -557,6 +557,27 @@ func (c *Controller) Tracks(obj *unstructured.Unstructured) bool {
 		obj.GetAnnotations()[opv1a1.OwnerAnnotation] == c.Owner()
 }
 
+// WrittenKeys returns the keys of the target objects the controller wrote
+// and has not deleted since, in key order.
+func (c *Controller) WrittenKeys() []object.Key {
+	c.smu.Lock()
+	keys := map[object.Key]bool{}
+	for k, t := range c.targets {
+		if t.written.set {
+			keys[k] = true
+		}
+	}
+	c.smu.Unlock()
+	return sortedKeys(keys)
+}
+
+// Desires reports whether the controller's output has an object for key
+// (which it writes, or keeps writing).
+func (c *Controller) Desires(key object.Key) bool {
+	doc, _ := c.desired(key)
+	return doc != nil
+}
+
 // RestoreTarget checks the target object of key after a watch event on it
 // and, when it differs from the desired state (deleted, or a field the
 // target type owns changed), writes it back: an Updater recreates or

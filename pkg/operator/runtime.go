@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -241,6 +242,10 @@ type running struct {
 	// scope is the namespaces this member runs a namespace-sharded
 	// operator over (nil: all; see RuntimeOptions.Ring).
 	scope func(namespace string) bool
+	// staleViews holds, by view kind, the objects the Updaters of the
+	// previous generation wrote into the operator's views; sweepViews
+	// deletes those no controller of this generation writes. Guarded by mu.
+	staleViews map[schema.GroupVersionKind]map[object.Key]bool
 }
 
 // inScope reports whether obj's namespace is one the operator runs over
@@ -335,11 +340,103 @@ func (r *Runtime) Upsert(ctx context.Context, op *opv1a1.Operator) bool {
 		// one holds its own: the kinds both watch are not listed again.
 		release := r.stop(cur, false)
 		defer release()
+		run.mu.Lock()
+		run.staleViews = writtenViews(cur)
+		run.mu.Unlock()
 	}
 	r.start(run, op)
 	// A start cancelled meanwhile (Delete, Stop, Cancel, another
 	// generation) did not start the operator.
 	return run.ctx.Err() == nil
+}
+
+// writtenViews returns the view objects the Updaters of cur wrote, by kind.
+func writtenViews(cur *running) map[schema.GroupVersionKind]map[object.Key]bool {
+	cur.mu.Lock()
+	ctrls := cur.ctrls
+	cur.mu.Unlock()
+	out := map[schema.GroupVersionKind]map[object.Key]bool{}
+	for _, rc := range ctrls {
+		t := rc.c.Target()
+		if !t.IsView() || t.Type != opv1a1.Updater {
+			continue
+		}
+		for _, k := range rc.c.WrittenKeys() {
+			if out[t.GVK] == nil {
+				out[t.GVK] = map[object.Key]bool{}
+			}
+			out[t.GVK][k] = true
+		}
+	}
+	return out
+}
+
+// sweepViews deletes the view objects the previous generation's Updaters
+// wrote (run.staleViews) that no controller of run's generation writes:
+// the views then hold what this generation's pipelines compute, as after
+// a fresh start, while what they still produce is never removed. A kind is
+// swept once every controller of op that writes it runs (its output is
+// known); kinds that wait for a controller still starting stay for the
+// sweep after its start.
+func (r *Runtime) sweepViews(run *running, op *opv1a1.Operator) {
+	type stale struct {
+		gvk schema.GroupVersionKind
+		key object.Key
+	}
+	var drop []stale
+	run.mu.Lock()
+	if run.ctx.Err() != nil {
+		run.mu.Unlock()
+		return
+	}
+	byName := map[string]*runningController{}
+	for _, rc := range run.ctrls {
+		byName[rc.name] = rc
+	}
+	for gvk, keys := range run.staleViews {
+		var writers []*controller.Controller
+		ready := true
+		for i, spec := range op.Spec.Controllers {
+			name := controllerName(i, spec)
+			rc := byName[name]
+			if rc == nil {
+				// One that is still starting or retrying may write the
+				// kind; an invalid one never writes.
+				if run.reasons[name] != ReasonInvalidSpec && writesViewKind(op.Name, spec, gvk) {
+					ready = false
+					break
+				}
+				continue
+			}
+			if rc.c.Target().GVK.GroupKind() == gvk.GroupKind() {
+				writers = append(writers, rc.c)
+			}
+		}
+		if !ready {
+			continue
+		}
+		for key := range keys {
+			if !slices.ContainsFunc(writers, func(c *controller.Controller) bool { return c.Desires(key) }) {
+				drop = append(drop, stale{gvk, key})
+			}
+		}
+		delete(run.staleViews, gvk)
+	}
+	run.mu.Unlock()
+	for _, d := range drop {
+		_ = r.views.Delete(d.gvk, d.key)
+	}
+}
+
+// writesViewKind reports whether the controller spec of operator op may
+// write view kind gvk: its target names that kind (compared by group and
+// kind; no apiGroup is the operator's own view group).
+func writesViewKind(op string, spec opv1a1.Controller, gvk schema.GroupVersionKind) bool {
+	group := opv1a1.ViewGroup(op)
+	if spec.Target.APIGroup != nil {
+		group = *spec.Target.APIGroup
+	}
+	return group == gvk.Group && spec.Target.Kind == gvk.Kind
 }
 
 // sameGeneration reports whether cur runs (or starts) op's generation and
@@ -589,7 +686,7 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 		first.Add(1)
 		go func() {
 			defer first.Done()
-			r.startWithRetries(run, op.Name, i, spec, name, fail, log)
+			r.startWithRetries(run, op.Name, i, spec, name, fail, func() { r.sweepViews(run, op) }, log)
 		}()
 	}
 	first.Wait()
@@ -597,6 +694,7 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 		log.Info("operator stopped while starting")
 		return
 	}
+	r.sweepViews(run, op)
 	run.mu.Lock()
 	started, waiting := len(run.ctrls), len(run.invalid)
 	run.mu.Unlock()
@@ -606,8 +704,9 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 // startWithRetries makes the first start attempt of controller i (named
 // name) of the operator run; when it fails for a reason that may heal, it
 // retries with backoff in the background (counted in run.done) until the
-// start succeeds or run's context ends. fail records a failed start.
-func (r *Runtime) startWithRetries(run *running, opName string, i int, spec opv1a1.Controller, name string, fail func(name string, err error, reason string), log logr.Logger) {
+// start succeeds or run's context ends. fail records a failed start;
+// retried is called after a retry succeeded.
+func (r *Runtime) startWithRetries(run *running, opName string, i int, spec opv1a1.Controller, name string, fail func(name string, err error, reason string), retried func(), log logr.Logger) {
 	ctx := run.ctx
 	if ctx.Err() != nil {
 		return
@@ -649,6 +748,7 @@ func (r *Runtime) startWithRetries(run *running, opName string, i int, spec opv1
 				run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 				run.mu.Unlock()
 				log.Info("controller started after retry", "controller", name)
+				retried()
 				return
 			}
 			run.invalid[name], run.reasons[name] = err, reason
