@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -350,12 +351,17 @@ func (r *Runtime) Upsert(ctx context.Context, op *opv1a1.Operator) bool {
 	return run.ctx.Err() == nil
 }
 
-// writtenViews returns the view objects the Updaters of cur wrote, by kind.
+// writtenViews returns the view objects the Updaters of cur wrote, by
+// kind, with those cur was still to sweep (a generation replaced before
+// its sweep passes its predecessor's objects on).
 func writtenViews(cur *running) map[schema.GroupVersionKind]map[object.Key]bool {
+	out := map[schema.GroupVersionKind]map[object.Key]bool{}
 	cur.mu.Lock()
 	ctrls := cur.ctrls
+	for gvk, keys := range cur.staleViews {
+		out[gvk] = maps.Clone(keys)
+	}
 	cur.mu.Unlock()
-	out := map[schema.GroupVersionKind]map[object.Key]bool{}
 	for _, rc := range ctrls {
 		t := rc.c.Target()
 		if !t.IsView() || t.Type != opv1a1.Updater {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/object"
@@ -158,5 +159,21 @@ func TestSweepWaitsForWritersThatStart(t *testing.T) {
 	st, _ := rt.Status("sweep", 2)
 	if len(st.Controllers) != 1 || st.Controllers[0].Conditions[0].Reason != ReasonInvalidSpec {
 		t.Fatalf("status of generation 2: %+v", st)
+	}
+}
+
+// A generation replaced before its sweep passes the objects it was to
+// sweep on to the next one.
+func TestUnsweptViewsPassToTheNextGeneration(t *testing.T) {
+	gvk := opv1a1.ViewGroupVersion("sweep").WithKind("SizeView")
+	k := object.Key{Namespace: "default", Name: "w1"}
+	cur := &running{staleViews: map[schema.GroupVersionKind]map[object.Key]bool{gvk: {k: true}}}
+	got := writtenViews(cur)
+	if !got[gvk][k] || len(got) != 1 || len(got[gvk]) != 1 {
+		t.Fatalf("writtenViews of a generation with an unswept object: %v", got)
+	}
+	got[gvk][object.Key{Name: "x"}] = true
+	if len(cur.staleViews[gvk]) != 1 {
+		t.Fatal("writtenViews returned the replaced generation's own map")
 	}
 }
