@@ -565,12 +565,18 @@ func labelsOf(m *dto.Metric) map[string]string {
 }
 
 // requestsSince formats the requests counted between two readings of
-// serverRequests, per parent, in key order ("POST configmaps 3.00, ...").
+// serverRequests, per parent, in key order ("POST configmaps 3.00, ...");
+// a count below 0.01 per parent is given in all ("WATCH configmaps 1 in
+// all").
 func requestsSince(before, after map[string]float64, parents int) string {
 	keys := slices.Sorted(maps.Keys(after))
 	var parts []string
 	for _, k := range keys {
-		if d := after[k] - before[k]; d > 0 {
+		switch d := after[k] - before[k]; {
+		case d <= 0:
+		case d/float64(parents) < 0.01:
+			parts = append(parts, fmt.Sprintf("%s %.0f in all", k, d))
+		default:
 			parts = append(parts, fmt.Sprintf("%s %.2f", k, d/float64(parents)))
 		}
 	}
