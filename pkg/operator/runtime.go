@@ -383,7 +383,8 @@ func writtenViews(cur *running) map[schema.GroupVersionKind]map[object.Key]bool 
 // a fresh start, while what they still produce is never removed. A kind is
 // swept once every controller of op that writes it runs (its output is
 // known); kinds that wait for a controller still starting stay for the
-// sweep after its start.
+// sweep after its start, and those of an invalid controller for the next
+// generation.
 func (r *Runtime) sweepViews(run *running, op *opv1a1.Operator) {
 	type stale struct {
 		gvk schema.GroupVersionKind
@@ -407,8 +408,10 @@ func (r *Runtime) sweepViews(run *running, op *opv1a1.Operator) {
 			rc := byName[name]
 			if rc == nil {
 				// One that is still starting or retrying may write the
-				// kind; an invalid one never writes.
-				if run.reasons[name] != ReasonInvalidSpec && writesViewKind(op.Name, spec, gvk) {
+				// kind; an invalid one keeps what its kind holds until a
+				// generation that compiles (an invalid edit destroys
+				// nothing downstream).
+				if writesViewKind(op.Name, spec, gvk) {
 					ready = false
 					break
 				}

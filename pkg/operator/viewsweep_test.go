@@ -141,25 +141,29 @@ func TestNewGenerationSweepsItsViews(t *testing.T) {
 	waitViews(t, rt, "SizeView", "users")
 }
 
-// While a controller that writes a view kind cannot start, the kind is not
-// swept (its output is unknown); an invalid controller writes nothing, so
-// its kind is swept.
+// While a controller that writes a view kind cannot start, or is invalid,
+// the kind is not swept (its output is unknown): an invalid edit destroys
+// nothing downstream, and the next generation that compiles sweeps.
 func TestSweepWaitsForWritersThatStart(t *testing.T) {
 	rt := NewRuntime(RuntimeOptions{Logger: logr.Discard()})
 	defer rt.Stop()
 	ctx := context.Background()
 	putWidget(t, rt, "w1", 10)
+	putWidget(t, rt, "w2", 2000)
 	rt.Upsert(ctx, sweepOperator(t, 1, sweepAll))
-	waitViews(t, rt, "SizeView", "w1")
-	// Generation 2's writer of SizeView is invalid: nothing writes the
-	// kind any more.
+	waitViews(t, rt, "SizeView", "w1,w2")
 	invalid := strings.Replace(sweepAll, `"@project"`, `"@nosuchop"`, 1)
 	rt.Upsert(ctx, sweepOperator(t, 2, invalid))
-	waitViews(t, rt, "SizeView", "")
 	st, _ := rt.Status("sweep", 2)
 	if len(st.Controllers) != 1 || st.Controllers[0].Conditions[0].Reason != ReasonInvalidSpec {
 		t.Fatalf("status of generation 2: %+v", st)
 	}
+	time.Sleep(100 * time.Millisecond)
+	if got := viewNames(rt, "SizeView"); got != "w1,w2" {
+		t.Fatalf("an invalid generation left SizeView with %q, want w1,w2", got)
+	}
+	rt.Upsert(ctx, sweepOperator(t, 3, sweepLarge))
+	waitViews(t, rt, "SizeView", "w2")
 }
 
 // A generation replaced before its sweep passes the objects it was to

@@ -56,6 +56,14 @@ metadata: {name: p1, namespace: e2e-informers}
 		t.Fatalf("%d watches of informerprobes before the test's manager runs", got)
 	}
 	rt := startManagerRuntime(t)
+	// A failure leaves no controller of InformerProbes for other tests'
+	// managers (which may not be allowed to watch them).
+	t.Cleanup(func() {
+		_, _ = kubectl(t, "", "delete", "compositecontrollers.metacontroller.k8s.io", "informers-cc", "--ignore-not-found", "--wait=false")
+		for _, op := range []string{"informers-a", "informers-b", "informers-c"} {
+			_, _ = kubectl(t, "", "delete", "operators.dcontroller.io", op, "--ignore-not-found", "--wait=false")
+		}
+	})
 
 	mustKubectl(t, informerProbeOperator("informers-a"), "apply", "-f", "-")
 	mustKubectl(t, informerProbeOperator("informers-b"), "apply", "-f", "-")
@@ -162,9 +170,9 @@ metadata: {name: p2, namespace: e2e-informers}
 
 	// The same for a CompositeController restarted by a change of its
 	// annotations.
+	calls := hook.calls.Load()
 	mustKubectl(t, ccYAML, "apply", "-f", "-")
 	eventually(t, 30*time.Second, watches(1))
-	calls := hook.calls.Load()
 	eventually(t, 30*time.Second, func() string {
 		if hook.calls.Load() == calls {
 			return "the recreated CompositeController has not called its hook"
@@ -215,6 +223,9 @@ func TestReleasedInformersFreeTheirObjects(t *testing.T) {
 		}
 	}
 	startManager(t)
+	t.Cleanup(func() {
+		_, _ = kubectl(t, "", "delete", "operators.dcontroller.io", "heavy", "--ignore-not-found", "--wait=false")
+	})
 	before := heapAfterGC()
 	mustKubectl(t, strings.NewReplacer("InformerProbe", "HeavyProbe", "ProbeCopy", "HeavyCopy").Replace(informerProbeOperator("heavy")), "apply", "-f", "-")
 	eventually(t, 60*time.Second, func() string {
