@@ -510,13 +510,7 @@ func (e *engine) stop() { e.halt()() }
 // given back by release, for the caller to call (after a successor took
 // them over, so that the kinds both watch are not listed again).
 func (e *engine) halt() (release func()) {
-	e.mu.Lock()
-	ws := e.watches
-	e.watches = nil
-	e.mu.Unlock()
-	for _, w := range ws {
-		w.stop()
-	}
+	ws := e.stopWatches()
 	if e.cancel != nil {
 		e.cancel()
 	}
@@ -524,19 +518,26 @@ func (e *engine) halt() (release func()) {
 	e.wg.Wait()
 	// The workers are done: nothing reads the watched kinds any more.
 	// Watches a worker started meanwhile (related kinds) go too.
-	e.mu.Lock()
-	late := e.watches
-	e.watches = nil
-	e.mu.Unlock()
-	for _, w := range late {
-		w.stop()
-	}
+	late := e.stopWatches()
 	forgetMetrics(e.name)
 	return func() {
 		for _, w := range slices.Concat(ws, late) {
 			w.release()
 		}
 	}
+}
+
+// stopWatches removes the event handlers of the controller's watches and
+// returns the watches, which it forgets.
+func (e *engine) stopWatches() []*watch {
+	e.mu.Lock()
+	ws := e.watches
+	e.watches = nil
+	e.mu.Unlock()
+	for _, w := range ws {
+		w.stop()
+	}
+	return ws
 }
 
 // fingerprint summarises an observed state: every object by identity and
