@@ -411,10 +411,21 @@ func (e *engine) track(pk parentKey) func(w writes, followUp bool) {
 	}
 }
 
+// InformerSyncTimeout bounds how long a controller's start waits for the
+// informer of one of its kinds to deliver its initial list (a kind the
+// manager may not list, a list that keeps failing): the start then fails
+// and is retried with backoff instead of holding a start worker.
+const InformerSyncTimeout = time.Minute
+
 // watch starts a watch and keeps it for stop.
 func (e *engine) watch(ctx context.Context, gvk schema.GroupVersionKind, fn eventFunc) (*watch, error) {
-	w, err := startWatch(ctx, e.cache, gvk, fn)
+	wctx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
+	defer cancel()
+	w, err := startWatch(wctx, e.cache, gvk, fn)
 	if err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			err = fmt.Errorf("%w (no initial list within %s: may the manager list and watch %s?)", err, InformerSyncTimeout, gvk)
+		}
 		return nil, retryable{err}
 	}
 	e.mu.Lock()

@@ -190,7 +190,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	// A label change may move a controller into or out of TargetSelector.
 	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
 		predicate.LabelChangedPredicate{}))
-	skip := controller.Options{SkipNameValidation: ptr.To(true)}
+	// Controllers start concurrently: one whose informers do not sync (a
+	// kind the manager may not list) holds back no other.
+	skip := controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: StartWorkers}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("metacontroller-compositecontroller").
 		For(&mcv1a1.CompositeController{}, changed).WithOptions(skip).
 		Complete(reconcile.Func(r.reconcileComposite)); err != nil {
@@ -442,6 +444,10 @@ func (r *runner) startResult(key string, obj client.Object, err error) reconcile
 	r.log.Info("controller not started yet; retrying", "controller", key, "in", delay.String(), "error", err.Error())
 	return reconcile.Result{RequeueAfter: delay}
 }
+
+// StartWorkers is how many CompositeControllers, and how many
+// DecoratorControllers, are reconciled (and so started) at once.
+const StartWorkers = 4
 
 // maxStartRetryDelay bounds the wait between start attempts of a
 // controller whose resources are not served yet, when

@@ -104,6 +104,9 @@ func installScopedRBAC(t *testing.T, release, ns string, files ...string) string
 // an API group of its own) under the chart's scoped RBAC computed by dctl
 // rbac: the manager's own rules and the controller's parent and children
 // rules are enough for it to create the children and write the status.
+// Another CompositeController, whose parent kind the manager may not list
+// (so its start waits for an informer that never syncs), holds it back
+// in no way.
 func TestScopedRBACMetacontroller(t *testing.T) {
 	const ns = "rbac-mc-system"
 	dir := t.TempDir()
@@ -129,7 +132,21 @@ func TestScopedRBACMetacontroller(t *testing.T) {
 		}
 	}
 
+	installCRD(t, "ForbiddenProbe", "forbiddenprobes", "Namespaced")
+	mustKubectl(t, `apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: forbidden-parents}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: e2e.dcontroller.io/v1, resource: forbiddenprobes}
+  childResources: [{apiVersion: v1, resource: configmaps}]
+  hooks: {sync: {webhook: {url: "http://127.0.0.1:1/"}}}
+`, "apply", "-f", "-")
+	t.Cleanup(func() {
+		_, _ = kubectl(t, "", "delete", "compositecontrollers.metacontroller.k8s.io", "forbidden-parents", "--ignore-not-found", "--wait=false")
+	})
 	startManagerAs(t, serviceAccountConfig(t, ns, sa))
+	time.Sleep(2 * time.Second) // the forbidden controller's start is under way
 	mustKubectl(t, "", "create", "namespace", "rbac-mc")
 	mustKubectl(t, read("controller.yaml"), "apply", "-f", "-")
 	mustKubectl(t, read("podservice.yaml"), "-n", "rbac-mc", "apply", "-f", "-")
