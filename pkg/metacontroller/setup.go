@@ -102,9 +102,8 @@ type Options struct {
 // running is one started CompositeController or DecoratorController.
 type running struct {
 	stamp string
-	stop  func()
-	// halt is stop with the informers released by the function it
-	// returns (engine.halt).
+	// halt stops the controller; the function it returns releases the
+	// controller's informers (engine.halt).
 	halt func() (release func())
 	// parent is the parent kind of a CompositeController and whether its
 	// parentResource has a labelSelector.
@@ -226,16 +225,10 @@ func stamp(o metav1.Object) string {
 	return b.String()
 }
 
-func (r *runner) stopKey(key string) {
-	r.mu.Lock()
-	cur := r.running[key]
-	delete(r.running, key)
-	r.mu.Unlock()
-	if cur != nil {
-		cur.stop()
-		r.log.Info("controller stopped", "controller", key)
-	}
-}
+// stop stops the controller and releases its informers.
+func (run *running) stop() { run.halt()() }
+
+func (r *runner) stopKey(key string) { r.haltKey(key)() }
 
 // haltKey is stopKey with the controller's informers released by the
 // function it returns.
@@ -245,10 +238,6 @@ func (r *runner) haltKey(key string) (release func()) {
 	delete(r.running, key)
 	r.mu.Unlock()
 	if cur == nil {
-		return func() {}
-	}
-	if cur.halt == nil {
-		cur.stop()
 		return func() {}
 	}
 	release = cur.halt()
@@ -331,7 +320,7 @@ func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) 
 		if err != nil {
 			return nil, err
 		}
-		return &running{stop: c.stop, halt: c.halt, parent: c.parent.gvk, parentScope: cc.Spec.ParentResource.LabelSelector != nil, drainer: c}, nil
+		return &running{halt: c.halt, parent: c.parent.gvk, parentScope: cc.Spec.ParentResource.LabelSelector != nil, drainer: c}, nil
 	}
 	ct := compositeTarget(key, cc)
 	ct.start = start
@@ -393,7 +382,7 @@ func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) 
 		if err != nil {
 			return nil, err
 		}
-		return &running{stop: c.stop, halt: c.halt, drainer: c}, nil
+		return &running{halt: c.halt, drainer: c}, nil
 	}
 	dt := decoratorTarget(key, dc)
 	dt.start = start
