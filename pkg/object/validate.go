@@ -3,6 +3,8 @@ package object
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"sort"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,4 +91,131 @@ func isASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// NonFiniteDetail is the detail of the field error ValidateEncodable returns
+// for a non-finite number.
+const NonFiniteDetail = "not a valid JSON number: JSON (RFC 8259 §6) has no NaN or Infinity, and the Kubernetes API refuses them"
+
+// MaxNesting is the deepest nesting of maps and lists ValidateEncodable
+// accepts: encoding/json, and so the Kubernetes API server and its
+// clients, refuse to decode a value nested deeper.
+const MaxNesting = 10000
+
+// ValidateEncodable checks that v, an unstructured value (maps with string
+// keys, lists, strings, bools, nil, int64, float64; float32 is checked
+// too), can be encoded as JSON that Kubernetes clients decode: every
+// number is finite (JSON, RFC 8259 §6, has no NaN or ±Inf, and the
+// Kubernetes API server never stores one) and maps and lists nest at most
+// MaxNesting levels. A view holding such an object would fail every list
+// and watch of its kind. fldPath is the path of v (nil at an object's
+// root).
+//
+// It returns no error for a valid value, else one Invalid field error
+// naming the first offending value in sorted key order, e.g.
+// `status.ratio: Invalid value: NaN: not a valid JSON number ...`. A valid
+// value is walked once without allocating.
+func ValidateEncodable(v any, fldPath *field.Path) field.ErrorList {
+	if !hasNonFinite(v, 0) {
+		return nil
+	}
+	if err := firstNonFinite(v, fldPath, 0); err != nil {
+		return field.ErrorList{err}
+	}
+	return nil
+}
+
+func nonFinite(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) }
+
+// hasNonFinite reports whether v holds a non-finite number or nests deeper
+// than MaxNesting.
+func hasNonFinite(v any, depth int) bool {
+	switch x := v.(type) {
+	case float64:
+		return nonFinite(x)
+	case float32:
+		return nonFinite(float64(x))
+	case map[string]any:
+		if depth >= MaxNesting {
+			return true
+		}
+		for _, e := range x {
+			if hasNonFinite(e, depth+1) {
+				return true
+			}
+		}
+	case []any:
+		if depth >= MaxNesting {
+			return true
+		}
+		for _, e := range x {
+			if hasNonFinite(e, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// firstNonFinite returns the error of the first non-finite number of v in
+// sorted key order, or of the first map or list nested too deeply.
+func firstNonFinite(v any, p *field.Path, depth int) *field.Error {
+	switch x := v.(type) {
+	case float64:
+		if nonFinite(x) {
+			return field.Invalid(p, x, NonFiniteDetail)
+		}
+	case float32:
+		if nonFinite(float64(x)) {
+			return field.Invalid(p, float64(x), NonFiniteDetail)
+		}
+	case map[string]any:
+		if depth >= MaxNesting {
+			return field.Invalid(p, "map", fmt.Sprintf("nested more than %d levels deep", MaxNesting))
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if err := firstNonFinite(x[k], childPath(p, k), depth+1); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if depth >= MaxNesting {
+			return field.Invalid(p, "list", fmt.Sprintf("nested more than %d levels deep", MaxNesting))
+		}
+		for i, e := range x {
+			ip := field.NewPath("").Index(i)
+			if p != nil {
+				ip = p.Index(i)
+			}
+			if err := firstNonFinite(e, ip, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// childPath is the path of member k of the map at p: `p.k` for a key made
+// of letters, digits, '_' and '-', else `p[k]`, as the Kubernetes API
+// writes paths into maps such as labels.
+func childPath(p *field.Path, k string) *field.Path {
+	plain := k != ""
+	for i := 0; i < len(k) && plain; i++ {
+		c := k[i]
+		plain = c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	switch {
+	case p == nil && plain:
+		return field.NewPath(k)
+	case p == nil:
+		return field.NewPath("").Key(k)
+	case plain:
+		return p.Child(k)
+	}
+	return p.Key(k)
 }

@@ -1,6 +1,7 @@
 package object
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -85,5 +86,61 @@ func TestValidateKind(t *testing.T) {
 		if !valid && !strings.HasPrefix(errs[0].Error(), "spec.controllers[0].target.kind: ") {
 			t.Errorf("ValidateKind(%q): error without the spec path: %v", kind, errs[0])
 		}
+	}
+}
+
+func TestValidateEncodable(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string // the error, "" when valid
+	}{
+		{"finite", map[string]any{"a": 1.5, "b": int64(2), "c": []any{-1e308, "x", nil, true}}, ""},
+		{"NaN in status", map[string]any{"status": map[string]any{"ratio": nan}}, "status.ratio: Invalid value: NaN: " + NonFiniteDetail},
+		{"+Inf in a list", map[string]any{"spec": map[string]any{"xs": []any{1.0, inf}}}, "spec.xs[1]: Invalid value: +Inf: " + NonFiniteDetail},
+		{"-Inf as float32", map[string]any{"a": float32(math.Inf(-1))}, "a: Invalid value: -Inf: " + NonFiniteDetail},
+		{"first in sorted key order", map[string]any{"z": nan, "b": map[string]any{"y": inf, "x": 1.0}}, "b.y: Invalid value: +Inf: " + NonFiniteDetail},
+		{"key that is not a name", map[string]any{"metadata": map[string]any{"x.io/a b": nan}}, "metadata[x.io/a b]: Invalid value: NaN: " + NonFiniteDetail},
+		{"at the root", nan, "<nil>: Invalid value: NaN: " + NonFiniteDetail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := ValidateEncodable(tc.v, nil)
+			if tc.want == "" {
+				if len(errs) != 0 {
+					t.Fatalf("ValidateEncodable = %v, want none", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || errs[0].Error() != tc.want {
+				t.Fatalf("ValidateEncodable = %v, want %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+// A value nested deeper than encoding/json decodes is refused, with no
+// stack overflow; one at the bound is valid.
+func TestValidateEncodableDeep(t *testing.T) {
+	deep := func(n int) any {
+		var v any = 1.0
+		for range n {
+			v = map[string]any{"a": v}
+		}
+		return v
+	}
+	if errs := ValidateEncodable(deep(MaxNesting), nil); len(errs) != 0 {
+		t.Fatalf("ValidateEncodable(%d levels) = %v, want none", MaxNesting, errs)
+	}
+	errs := ValidateEncodable(deep(MaxNesting+1), nil)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "nested more than 10000 levels deep") {
+		t.Fatalf("ValidateEncodable(%d levels) = %v, want a nesting error", MaxNesting+1, errs)
+	}
+	var l any = "x"
+	for range 100000 {
+		l = []any{l}
+	}
+	if errs := ValidateEncodable(l, nil); len(errs) != 1 {
+		t.Fatalf("ValidateEncodable(100000 levels) = %v, want one error", errs)
 	}
 }

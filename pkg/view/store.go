@@ -111,6 +111,20 @@ func keyOf(obj *unstructured.Unstructured) (schema.GroupVersionKind, object.Key,
 	return gvk, object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, nil
 }
 
+// checkEncodable refuses an object that JSON cannot carry: a NaN or ±Inf
+// number, or maps and lists nested deeper than encoding/json decodes (see
+// object.ValidateEncodable). The error is Invalid (422) naming the field,
+// e.g. `status.ratio: Invalid value: NaN: not a valid JSON number ...`.
+// Whoever writes (a controller, the view API server, an offline run), a
+// stored object must encode, or it would fail every list and watch of its
+// kind.
+func checkEncodable(gvk schema.GroupVersionKind, key object.Key, obj *unstructured.Unstructured) error {
+	if errs := object.ValidateEncodable(obj.Object, nil); len(errs) > 0 {
+		return apierrors.NewInvalid(gvk.GroupKind(), key.Name, errs)
+	}
+	return nil
+}
+
 // Get returns a deep copy of the object, or a NotFound API error.
 func (s *Store) Get(gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
 	s.mu.RLock()
@@ -142,12 +156,16 @@ func (s *Store) Kinds() []schema.GroupVersionKind {
 	return out
 }
 
-// Create stores a new object; it fails with AlreadyExists if the key is taken.
-// It sets resourceVersion and generation (1).
+// Create stores a new object; it fails with AlreadyExists if the key is taken,
+// and with Invalid if the object cannot be encoded as JSON (see
+// checkEncodable). It sets resourceVersion and generation (1).
 func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	gvk, key, err := keyOf(obj)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if err := checkEncodable(gvk, key, obj); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	if _, ok := s.objects[gvk][key]; ok {
@@ -176,11 +194,14 @@ func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructur
 // match the stored one (Conflict otherwise). An update that changes nothing
 // but server-owned metadata is a no-op: no new resourceVersion, no event.
 // metadata.generation is bumped when anything outside metadata and status
-// changes.
+// changes. An object that cannot be encoded as JSON is refused as by Create.
 func (s *Store) Update(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	gvk, key, err := keyOf(obj)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if err := checkEncodable(gvk, key, obj); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	old, ok := s.objects[gvk][key]

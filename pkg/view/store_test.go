@@ -1,6 +1,9 @@
 package view
 
 import (
+	"encoding/json"
+	"math"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -115,5 +118,47 @@ func TestStoreListSortedAndCopied(t *testing.T) {
 	}
 	if _, err := s.Create(&unstructured.Unstructured{Object: map[string]any{"kind": "Pod", "apiVersion": "v1"}}); !apierrors.IsBadRequest(err) {
 		t.Errorf("nameless create: %v", err)
+	}
+}
+
+// An object with a NaN or ±Inf number is refused on create and update
+// (Invalid, naming the field): nothing is stored, no event is sent, and
+// every list of the kind still encodes as JSON.
+func TestStoreRefusesNonFinite(t *testing.T) {
+	s := NewStore()
+	var events []Event
+	s.Subscribe(func(ev Event) { events = append(events, ev) })
+	if _, err := s.Create(pod("good", map[string]any{"ratio": 0.5})); err != nil {
+		t.Fatal(err)
+	}
+	rv := s.ResourceVersion()
+	for _, tc := range []struct {
+		name, field string
+		write       func() error
+	}{
+		{"create NaN", "spec.ratio", func() error { _, err := s.Create(pod("bad", map[string]any{"ratio": math.NaN()})); return err }},
+		{"create -Inf in a list", "spec.xs[1]", func() error {
+			_, err := s.Create(pod("bad", map[string]any{"xs": []any{1.0, math.Inf(-1)}}))
+			return err
+		}},
+		{"update +Inf", "spec.ratio", func() error { _, err := s.Update(pod("good", map[string]any{"ratio": math.Inf(1)})); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.write()
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field+": Invalid value: ") ||
+				!strings.Contains(err.Error(), "not a valid JSON number") {
+				t.Fatalf("write = %v, want Invalid naming %s", err, tc.field)
+			}
+		})
+	}
+	if got := s.ResourceVersion(); got != rv || len(events) != 1 {
+		t.Fatalf("refused writes changed the store: rv %s -> %s, %d events", rv, got, len(events))
+	}
+	items := s.List(podGVK)
+	if len(items) != 1 || items[0].Object["spec"].(map[string]any)["ratio"] != 0.5 {
+		t.Fatalf("list = %v, want the good object unchanged", items)
+	}
+	if _, err := json.Marshal(items); err != nil {
+		t.Fatalf("list does not encode: %v", err)
 	}
 }
