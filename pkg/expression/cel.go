@@ -96,7 +96,8 @@ func evalCEL(c *call, ctx *Context) (any, error) {
 // (a uint above math.MaxInt64 to float64), double to float64, bytes to
 // standard base64, timestamps to RFC 3339 strings, durations to Go duration
 // strings, lists to []any and maps to map[string]any (non-string keys
-// converted as by @string).
+// converted as by @string). A NaN or ±Inf double anywhere in the result is
+// an error (JSON, RFC 8259 §6, and the Kubernetes API have no such numbers).
 func celToModel(v ref.Val, depth int) (any, error) {
 	if depth > maxNormalizeDepth {
 		return nil, fmt.Errorf("CEL result nested too deeply")
@@ -114,6 +115,9 @@ func celToModel(v ref.Val, depth int) (any, error) {
 		}
 		return int64(x), nil
 	case types.Double:
+		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("CEL result holds the double %s, not a finite number (%s)", formatFloat(f), nonFiniteHint)
+		}
 		return float64(x), nil
 	case types.String:
 		return string(x), nil

@@ -3,6 +3,7 @@ package expression
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -78,6 +79,13 @@ var fuzzSeeds = []string{
 	`"$[?in]"`,
 	`{"@exists": "$.spec[?@[0].name in ['container-1']][1]"}`,
 	`{"@hash": {"@noop": {"name": "web", "port": 80}}}`,
+	`{"@float": "NaN"}`,
+	`{"@float": "-Infinity"}`,
+	`{"@mul": [1e200, 1e200, 0]}`,
+	`{"@div": [1e308, 1e-308]}`,
+	`{"@sum": [[1e308, 1e308]]}`,
+	`{"@cel": "[1.0 / 0.0]"}`,
+	`{"@cel": "double('nan')"}`,
 }
 
 func FuzzParse(f *testing.F) {
@@ -143,7 +151,8 @@ func FuzzQuery(f *testing.F) {
 }
 
 // checkFuzz parses and evaluates one spec and checks the invariants: errors
-// are *Error, results are in the data model, the subject is unchanged.
+// are *Error, results are in the data model and hold no NaN or ±Inf (JSON
+// cannot carry them), the subject is unchanged.
 func checkFuzz(t *testing.T, spec any, subject any, before string, now time.Time) {
 	e, err := Parse(spec, "fuzz")
 	if err != nil {
@@ -164,6 +173,9 @@ func checkFuzz(t *testing.T, spec any, subject any, before string, now time.Time
 	}
 	if !isModel(v, 0) {
 		t.Fatalf("result %#v is not in the data model", v)
+	}
+	if !isFinite(v, 0) {
+		t.Fatalf("result %#v holds a non-finite number", v)
 	}
 	_ = toString(v)
 	if after := canonicalJSON(subject); after != before {
@@ -195,4 +207,28 @@ func isModel(v any, depth int) bool {
 		return true
 	}
 	return false
+}
+
+// isFinite reports whether every number in v is finite.
+func isFinite(v any, depth int) bool {
+	if depth > 1000 {
+		return true
+	}
+	switch x := v.(type) {
+	case float64:
+		return !math.IsNaN(x) && !math.IsInf(x, 0)
+	case []any:
+		for _, e := range x {
+			if !isFinite(e, depth+1) {
+				return false
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if !isFinite(e, depth+1) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -4,7 +4,22 @@ import "math"
 
 // Arithmetic operators. Integers (int64) stay integers while the result is
 // exact; an operation that would overflow int64, a division that does not
-// divide evenly, or any float operand gives a float64.
+// divide evenly, or any float operand gives a float64. A float64 result
+// that is not finite (NaN or ±Inf: an overflow past ±1.8e308) is an error,
+// see finite.
+
+// nonFiniteHint says why a NaN or ±Inf result is refused.
+const nonFiniteHint = "JSON (RFC 8259 §6) and the Kubernetes API have no NaN or Infinity"
+
+// finite returns the value of n, or an error when n is a NaN or ±Inf
+// float: JSON cannot carry it, so no object holding it can be written or
+// listed.
+func (c *call) finite(n number) (any, error) {
+	if !n.isInt && (math.IsNaN(n.f) || math.IsInf(n.f, 0)) {
+		return nil, c.errorf("result %s is not a finite number (%s)", formatFloat(n.f), nonFiniteHint)
+	}
+	return n.value(), nil
+}
 
 func addNum(a, b number) number {
 	if a.isInt && b.isInt {
@@ -56,7 +71,7 @@ func opAdd(c *call, vs []any) (any, error) {
 		}
 		sum = addNum(sum, n)
 	}
-	return sum.value(), nil
+	return c.finite(sum)
 }
 
 // opMul multiplies its operands (1 for none).
@@ -69,7 +84,7 @@ func opMul(c *call, vs []any) (any, error) {
 		}
 		prod = mulNum(prod, n)
 	}
-	return prod.value(), nil
+	return c.finite(prod)
 }
 
 func opSub(c *call, a, b any) (any, error) {
@@ -77,7 +92,7 @@ func opSub(c *call, a, b any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return subNum(x, y).value(), nil
+	return c.finite(subNum(x, y))
 }
 
 func (c *call) twoNumbers(a, b any) (number, number, error) {
@@ -104,7 +119,7 @@ func opDiv(c *call, a, b any) (any, error) {
 	if x.isInt && y.isInt && x.i%y.i == 0 && !(x.i == math.MinInt64 && y.i == -1) {
 		return x.i / y.i, nil
 	}
-	return x.float() / y.float(), nil
+	return c.finite(floatNum(x.float() / y.float()))
 }
 
 // opMod is the remainder of truncated division (the result has the sign of
@@ -123,7 +138,7 @@ func opMod(c *call, a, b any) (any, error) {
 		}
 		return x.i % y.i, nil
 	}
-	return math.Mod(x.float(), y.float()), nil
+	return c.finite(floatNum(math.Mod(x.float(), y.float())))
 }
 
 func opNeg(c *call, v any) (any, error) {
@@ -132,7 +147,7 @@ func opNeg(c *call, v any) (any, error) {
 		return nil, err
 	}
 	if !n.isInt {
-		return -n.f, nil
+		return c.finite(floatNum(-n.f))
 	}
 	return subNum(intNum(0), n).value(), nil
 }
@@ -148,7 +163,7 @@ func opAbs(c *call, v any) (any, error) {
 		}
 		return subNum(intNum(0), n).value(), nil
 	}
-	return math.Abs(n.f), nil
+	return c.finite(floatNum(math.Abs(n.f)))
 }
 
 func opFloor(c *call, v any) (any, error) { return c.round(v, math.Floor) }

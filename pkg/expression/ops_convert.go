@@ -3,6 +3,7 @@ package expression
 import (
 	"crypto/md5"
 	"encoding/json"
+	"math"
 	"math/big"
 	"math/rand/v2"
 	"strconv"
@@ -64,7 +65,10 @@ func opInt(c *call, v any) (any, error) {
 }
 
 // opFloat converts to a float64: strings are parsed with strconv.ParseFloat,
-// true is 1, false and null are 0.
+// true is 1, false and null are 0. A string naming a non-finite number
+// ("NaN", "Inf", "+Inf", "-Infinity", any case) or one out of the float64
+// range ("1e400") is an error, as is a NaN or ±Inf argument: JSON (RFC 8259
+// §6) and the Kubernetes API have no such numbers.
 func opFloat(c *call, v any) (any, error) {
 	switch x := v.(type) {
 	case nil:
@@ -79,10 +83,13 @@ func opFloat(c *call, v any) (any, error) {
 		if err != nil {
 			return nil, c.errorf("cannot convert %q to float", x)
 		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, c.errorf("cannot convert %q to float: not a finite number (%s)", x, nonFiniteHint)
+		}
 		return f, nil
 	}
 	if n, _, ok := numberOf(v); ok {
-		return n.float(), nil
+		return c.finite(floatNum(n.float()))
 	}
 	return nil, c.errorf("argument must be a number, string or bool, got %s", typeName(v))
 }

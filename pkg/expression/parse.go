@@ -3,6 +3,7 @@ package expression
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -77,7 +78,12 @@ func parse(spec any, path string, sc scope) (Expression, error) {
 		return nil, newError(path, "", "expression nested more than %d levels deep", maxDepth)
 	}
 	switch v := spec.(type) {
-	case nil, bool, int64, float64:
+	case nil, bool, int64:
+		return &literal{path: path, v: v}, nil
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, newError(path, "", "%s is not a finite number (%s)", formatFloat(v), nonFiniteHint)
+		}
 		return &literal{path: path, v: v}, nil
 	case string:
 		return parseString(v, path, sc)
@@ -93,7 +99,7 @@ func parse(spec any, path string, sc scope) (Expression, error) {
 		return &literal{path: path, v: n}, nil
 	}
 	if n, _, ok := numberOf(spec); ok {
-		return &literal{path: path, v: n.value()}, nil
+		return parse(n.value(), path, sc)
 	}
 	n, _, err := normalize(spec, 0)
 	if err != nil {
