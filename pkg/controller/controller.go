@@ -186,6 +186,9 @@ type Controller struct {
 	// refused holds the changes refused for MaxDeltaEntries, until the
 	// object changes again.
 	refused map[refusal]error
+	// unencodable holds the target keys whose output JSON cannot carry (a
+	// NaN or ±Inf number), until their output changes; see checkEncodable.
+	unencodable map[object.Key]error
 }
 
 // New resolves and compiles a controller spec. Errors carry the spec path,
@@ -206,6 +209,8 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 		targets: map[object.Key]targetState{},
 		failed:  map[object.Key]bool{},
 		refused: map[refusal]error{},
+
+		unencodable: map[object.Key]error{},
 	}
 	if len(spec.Sources) == 0 {
 		return nil, fmt.Errorf("%s.sources: at least one source is required", path)
@@ -363,14 +368,16 @@ func (c *Controller) Counters() opv1a1.Counters {
 
 // PipelineError returns the error of the last pipeline run (some input
 // objects failed to evaluate) joined with the errors of the changes still
-// refused for MaxDeltaEntries, or nil when there are none.
+// refused for MaxDeltaEntries and of the outputs not written because JSON
+// cannot carry them (see checkEncodable), or nil when there are none.
 func (c *Controller) PipelineError() error {
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	if len(c.refused) == 0 {
+	if len(c.refused) == 0 && len(c.unencodable) == 0 {
 		return c.pipelineErr
 	}
-	return errors.Join(append([]error{c.pipelineErr}, c.refusedErrors()...)...)
+	errs := append([]error{c.pipelineErr}, c.refusedErrors()...)
+	return errors.Join(append(errs, c.unencodableErrors()...)...)
 }
 
 // Pending returns how many target keys wait for a retried write.
@@ -590,6 +597,12 @@ func (c *Controller) syncKey(ctx context.Context, key object.Key, recordOutput b
 	}
 	if !recordOutput {
 		derr = nil
+	}
+	if err := c.checkEncodable(key, desired, recordOutput); err != nil {
+		if !recordOutput {
+			return false, nil
+		}
+		return false, errors.Join(derr, err)
 	}
 	var err error
 	var wrote bool

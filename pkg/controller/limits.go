@@ -234,6 +234,56 @@ func (c *Controller) refusedErrors() []error {
 	return errs
 }
 
+// checkEncodable refuses the output document of key when JSON cannot carry
+// it: a NaN or ±Inf number (JSON, RFC 8259 §6, has none; the API server
+// would refuse the write, and a view holding it would fail every list and
+// watch of its kind) or a nesting deeper than encoding/json decodes (see
+// object.ValidateEncodable). The error names the controller's pipeline,
+// the target object and the field, e.g.
+//
+//	spec.controllers[0].pipeline: output Ratio default/bad is not written: status.ratio: Invalid value: NaN: not a valid JSON number ...
+//
+// The target object keeps the state last written until the output of its
+// key changes; the error stays in PipelineError until then, and it is
+// recorded (once per output) when record is set. The other target
+// objects are not affected. A nil document (no output) passes.
+func (c *Controller) checkEncodable(key object.Key, desired map[string]any, record bool) error {
+	var err error
+	if desired != nil {
+		if errs := object.ValidateEncodable(desired, nil); len(errs) > 0 {
+			err = fmt.Errorf("%s.pipeline: output %s %s is not written: %s", c.path, c.target.GVK.Kind, key, errs[0].Error())
+		}
+	}
+	c.smu.Lock()
+	if err == nil {
+		delete(c.unencodable, key)
+		c.smu.Unlock()
+		return nil
+	}
+	c.unencodable[key] = err
+	delete(c.failed, key) // a retry would write the same output
+	c.smu.Unlock()
+	if record {
+		c.recordError("output", err)
+	}
+	return err
+}
+
+// unencodableErrors returns the errors of the outputs checkEncodable
+// refused, in key order. Callers hold smu.
+func (c *Controller) unencodableErrors() []error {
+	keys := make(map[object.Key]bool, len(c.unencodable))
+	for k := range c.unencodable {
+		keys[k] = true
+	}
+	sorted := sortedKeys(keys)
+	errs := make([]error, len(sorted))
+	for i, k := range sorted {
+		errs[i] = c.unencodable[k]
+	}
+	return errs
+}
+
 // sizeLimited refuses to send an object whose JSON encoding is over max
 // bytes: the API server would refuse to store it. Patches are checked by
 // their own size (the patched object is the server's to check).
