@@ -11,11 +11,13 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/dcontroller/dcontroller/internal/events"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/hook"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
@@ -37,6 +39,55 @@ type metacontrollerFlags struct {
 	zap            zap.Options
 	zapNames       []string
 	aliases        []flagAlias
+	hookLimits     hookLimitFlags
+}
+
+// hookLimitFlags bound what one hook answer may hold (hook.Limits); they
+// are dctl's own, Metacontroller has none.
+type hookLimitFlags struct {
+	responseBytes resource.QuantityValue
+	objects       int
+	objectBytes   resource.QuantityValue
+	values        int
+	depth         int
+}
+
+func (h *hookLimitFlags) register(fs *pflag.FlagSet) {
+	h.responseBytes.Quantity = *resource.NewQuantity(hook.DefaultResponseBytes, resource.BinarySI)
+	h.objectBytes.Quantity = *resource.NewQuantity(hook.DefaultObjectBytes, resource.BinarySI)
+	fs.Var(&h.responseBytes, "hook-max-response-bytes",
+		"largest body of a webhook's answer (a quantity such as 64Mi); the rest of a longer body is not read and the call fails (InvalidResponse)")
+	fs.IntVar(&h.objects, "hook-max-objects", hook.DefaultObjects,
+		"most children, attachments or relatedResources rules in one hook answer; an answer with more fails (InvalidResponse) before it is decoded")
+	fs.Var(&h.objectBytes, "hook-max-object-bytes",
+		"largest JSON of one child, attachment, relatedResources rule or status in a hook answer (a quantity such as 3Mi, the API server's default bound on a write)")
+	fs.IntVar(&h.values, "hook-max-values", hook.DefaultValues,
+		"most JSON values and object keys in one hook answer (decoding costs about 100 bytes of memory per value)")
+	fs.IntVar(&h.depth, "hook-max-depth", hook.DefaultDepth,
+		"deepest nesting of objects and arrays in a hook answer (the answer object is depth 1; at most 10000)")
+}
+
+// validate refuses a bound that is not positive, or a depth over the
+// decoder's own bound.
+func (h *hookLimitFlags) validate() error {
+	switch {
+	case h.responseBytes.Value() <= 0:
+		return fmt.Errorf("--hook-max-response-bytes: want a positive quantity, got %s", h.responseBytes.String())
+	case h.objects <= 0:
+		return fmt.Errorf("--hook-max-objects: want a positive number, got %d", h.objects)
+	case h.objectBytes.Value() <= 0:
+		return fmt.Errorf("--hook-max-object-bytes: want a positive quantity, got %s", h.objectBytes.String())
+	case h.values <= 0:
+		return fmt.Errorf("--hook-max-values: want a positive number, got %d", h.values)
+	case h.depth <= 0 || h.depth > 10000:
+		return fmt.Errorf("--hook-max-depth: want a number from 1 to 10000, got %d", h.depth)
+	}
+	return nil
+}
+
+func (h *hookLimitFlags) limits() hook.Limits {
+	return hook.Limits{ResponseBytes: h.responseBytes.Value(), Objects: h.objects, ObjectBytes: h.objectBytes.Value(),
+		Values: h.values, Depth: h.depth}
 }
 
 // flagAlias is a second spelling of a flag; both write one variable.
@@ -103,6 +154,8 @@ func (m *metacontrollerFlags) register(cmd *cobra.Command, f *managerFlags) {
 	fs.StringVar(&f.leaderElectionLock, "leader-election-resource-lock", "leases",
 		`kind of the leader-election lock; client-go has only "leases" now (Metacontroller's older kinds are refused)`)
 
+	m.hookLimits.register(fs)
+
 	// Metacontroller's logging flags are controller-runtime's zap flags.
 	gfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	m.zap.BindFlags(gfs)
@@ -129,7 +182,8 @@ func (m *metacontrollerFlags) alias(fs *pflag.FlagSet, name, alias string) {
 
 // validate checks the parsed flags: two spellings of one setting given
 // different values, an unknown apply strategy, a malformed selector, a
-// worker count or interval out of range, a negative Event rate.
+// worker count or interval out of range, a negative Event rate, a hook
+// limit that is not positive.
 func (m *metacontrollerFlags) validate(fs *pflag.FlagSet) error {
 	for _, a := range m.aliases {
 		if fs.Changed(a.name) && fs.Changed(a.alias) && a.byName.got != a.byAlias.got {
@@ -160,7 +214,7 @@ func (m *metacontrollerFlags) validate(fs *pflag.FlagSet) error {
 	if m.eventsBurst < 0 {
 		return fmt.Errorf("--events-burst: want a positive number, or 0 for no bound, got %d", m.eventsBurst)
 	}
-	return nil
+	return m.hookLimits.validate()
 }
 
 // selector parses --target-label-selector (nil when empty).
@@ -188,6 +242,7 @@ func (m *metacontrollerFlags) options(log logr.Logger) metacontroller.Options {
 		DiscoveryInterval: m.discovery,
 		EventsQPS:         m.eventsQPS,
 		EventsBurst:       m.eventsBurst,
+		HookLimits:        m.hookLimits.limits(),
 	}
 }
 

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
 	"github.com/dcontroller/dcontroller/pkg/metacontroller"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/hook"
 )
 
 // parseStartFlags registers dctl start's manager and Metacontroller flags
@@ -108,5 +110,34 @@ func TestMetacontrollerFlagOptions(t *testing.T) {
 		f.pprofAddr != "127.0.0.1:6060" || f.leaderElectionID != "metacontroller" || f.leaderElectionNS != "metacontroller" ||
 		f.syncPeriod != 30*time.Minute || !mf.zap.Development {
 		t.Errorf("set: %+v %+v", o, f)
+	}
+}
+
+// TestHookLimitFlags: the --hook-max-* flags default to the hook package's
+// limits, set them, and refuse a bound that is not positive.
+func TestHookLimitFlags(t *testing.T) {
+	_, mf, err := parseStartFlags(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mf.options(logr.Discard()).HookLimits, (hook.Limits{ResponseBytes: hook.DefaultResponseBytes, Objects: hook.DefaultObjects,
+		ObjectBytes: hook.DefaultObjectBytes, Values: hook.DefaultValues, Depth: hook.DefaultDepth}); got != want {
+		t.Errorf("defaults %+v, want %+v", got, want)
+	}
+	_, mf, err = parseStartFlags(t, "--hook-max-response-bytes=8Mi", "--hook-max-objects=50", "--hook-max-object-bytes=100Ki",
+		"--hook-max-values=1000", "--hook-max-depth=20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mf.options(logr.Discard()).HookLimits, (hook.Limits{ResponseBytes: 8 << 20, Objects: 50, ObjectBytes: 100 << 10,
+		Values: 1000, Depth: 20}); got != want {
+		t.Errorf("set %+v, want %+v", got, want)
+	}
+	for _, arg := range []string{"--hook-max-response-bytes=0", "--hook-max-objects=0", "--hook-max-object-bytes=-1",
+		"--hook-max-values=-5", "--hook-max-depth=0", "--hook-max-depth=10001"} {
+		name := strings.SplitN(strings.TrimPrefix(arg, "--"), "=", 2)[0]
+		if _, _, err := parseStartFlags(t, arg); err == nil || !strings.HasPrefix(err.Error(), "--"+name+": ") {
+			t.Errorf("%s: %v, want an error naming the flag", arg, err)
+		}
 	}
 }

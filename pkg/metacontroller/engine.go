@@ -47,6 +47,8 @@ type deps struct {
 	ring *sharding.Ring
 	// counters, when set, counts the parents this member synced.
 	counters *Counters
+	// hookLimits bound the hooks' answers (Options.HookLimits).
+	hookLimits hook.Limits
 }
 
 // ownParent takes the ring's guard on parent (by UID, Options.Ring): ok
@@ -146,7 +148,7 @@ func newHooks(d deps, controller string, sync, finalize, customize *mcv1a1.Hook,
 		return hooks{}, nil, errors.New("spec.hooks: a sync or a finalize hook is required")
 	}
 	build := func(h *mcv1a1.Hook, name string) (hook.Caller, error) {
-		return hook.New(h, hook.Options{Controller: controller, Hook: name, Path: "spec.hooks." + name, EndpointConfigs: eps, Reader: d.reader})
+		return hook.New(h, hook.Options{Controller: controller, Hook: name, Path: "spec.hooks." + name, EndpointConfigs: eps, Reader: d.reader, Limits: d.hookLimits})
 	}
 	var hs hooks
 	var err error

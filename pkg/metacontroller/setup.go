@@ -25,6 +25,7 @@ import (
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	"github.com/dcontroller/dcontroller/internal/events"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller/hook"
 	"github.com/dcontroller/dcontroller/pkg/sharding"
 )
 
@@ -97,6 +98,9 @@ type Options struct {
 	Ring *sharding.Ring
 	// Counters, when set, counts this manager's syncs.
 	Counters *Counters
+	// HookLimits bound what one hook answer may hold (zero fields: the
+	// hook package's defaults; dctl start --hook-max-*).
+	HookLimits hook.Limits
 }
 
 // running is one started CompositeController or DecoratorController.
@@ -159,7 +163,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
 			recorder: events.Limit(mgr.GetEventRecorder("dcontroller-metacontroller"), opts.EventsQPS, opts.EventsBurst),
 			log:      log, workers: opts.Workers, applyStrategy: strategy, fieldManager: opts.FieldManager,
-			ring: opts.Ring, counters: opts.Counters,
+			ring: opts.Ring, counters: opts.Counters, hookLimits: opts.HookLimits,
 		}}
 	opts.Ring.OnChange(r.onReshard)
 	if opts.Counters != nil {

@@ -15,6 +15,14 @@
 // endpointConfigs that apply when the hook sets none of those itself.
 // Secrets and ConfigMaps are read when first needed and re-read after a
 // failure, so a credential created after the controller is picked up.
+// Redirects are not followed (a 3xx answer other than 304 fails the call),
+// so the body and credentials go only to the address the spec names.
+//
+// Answers are bounded by Limits (body bytes; children, attachments and
+// related-resource rules per answer; bytes per child; JSON values; nesting
+// depth), checked by a scan that allocates nothing before the answer is
+// decoded, so that one hook cannot make the shared manager run out of
+// memory.
 //
 // Every call is measured in Prometheus metrics registered with
 // controller-runtime's registry: dcontroller_metacontroller_hook_calls_total,

@@ -24,7 +24,8 @@ const (
 	// (and other than 304/412 with a cached ETag).
 	ReasonHTTPStatus = "HTTPStatus"
 	// ReasonInvalidResponse: the body is not valid JSON of the response
-	// type, or (strict mode) has unknown or duplicated fields.
+	// type, or (strict mode) has unknown or duplicated fields, or it is
+	// over the manager's Limits, or a webhook answered with a redirect.
 	ReasonInvalidResponse = "InvalidResponse"
 	// ReasonConfig: the hook spec or a credential it names is unusable.
 	ReasonConfig = "Config"
@@ -79,6 +80,8 @@ type Options struct {
 	// (typically the manager's API reader, so that no cluster-wide Secret
 	// informer is started). May be nil when no hook names one.
 	Reader client.Reader
+	// Limits bound what one answer may hold (zero fields: the defaults).
+	Limits Limits
 }
 
 // New returns the Caller of spec, or nil when spec is nil. Errors (a hook
@@ -156,6 +159,9 @@ func (p *pipeline) Call(_ context.Context, _ string, request, response any) (err
 	b, err = json.Marshal(out)
 	if err != nil {
 		return fail(ReasonInvalidResponse, err)
+	}
+	if err := p.opts.Limits.Check(b); err != nil {
+		return fail(ReasonInvalidResponse, fmt.Errorf("the answer is over the manager's hook limits: %w", err))
 	}
 	if err := hookapi.Decode(b, p.strict, response); err != nil {
 		return fail(ReasonInvalidResponse, err)

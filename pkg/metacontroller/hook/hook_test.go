@@ -102,9 +102,9 @@ func TestWebhookFailures(t *testing.T) {
 	}, {
 		name: "body over the bound",
 		handler: func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = io.WriteString(w, `{"status":{"pad":"`+strings.Repeat("x", maxResponseBytes)+`"}}`)
+			_, _ = io.WriteString(w, `{"status":{"pad":"`+strings.Repeat("x", DefaultResponseBytes)+`"}}`)
 		},
-		reason: ReasonInvalidResponse, errPart: "the response body is larger than 64 MiB",
+		reason: ReasonInvalidResponse, errPart: "the response body is larger than 64 MiB (--hook-max-response-bytes)",
 	}, {
 		name: "timeout",
 		handler: func(_ http.ResponseWriter, r *http.Request) {

@@ -23,10 +23,6 @@ import (
 	"github.com/dcontroller/dcontroller/pkg/metacontroller/hookapi"
 )
 
-// maxResponseBytes bounds a webhook response body (64 MiB); a longer body
-// fails the call with ReasonInvalidResponse, as one that is not JSON does.
-const maxResponseBytes = 64 << 20
-
 // connSettings are the TLS and authentication settings of a webhook, from
 // the hook itself or from the matching endpointConfigs entry.
 type connSettings struct {
@@ -263,7 +259,11 @@ func (w *webhook) prepare(ctx context.Context) (*http.Client, string, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = tlsConfig
 	transport.MaxIdleConnsPerHost = 32
-	w.client = &http.Client{Transport: transport}
+	// A redirect is not followed: it would send the request body and the
+	// hook's credentials to an address the hook spec does not name.
+	w.client = &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
 	w.authHeader = auth
 	return w.client, auth, nil
 }
@@ -358,34 +358,92 @@ func (w *webhook) Call(ctx context.Context, cacheKey string, request, response a
 		return fail(ReasonUnavailable, fmt.Errorf("POST %s: %w", w.url, err))
 	}
 	defer resp.Body.Close()
-	// One byte over the bound tells a body that ends there from a longer one.
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if isRedirect(resp.StatusCode) {
+		return fail(ReasonInvalidResponse, fmt.Errorf("POST %s: status %d: redirect to %q refused: a hook must answer at the address its spec names",
+			w.url, resp.StatusCode, excerpt([]byte(resp.Header.Get("Location")))))
+	}
+	limits := w.opts.Limits.withDefaults()
+	data, over, err := readBody(resp.Body, resp.ContentLength, limits.ResponseBytes)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 			return fail(ReasonTimeout, fmt.Errorf("POST %s: no complete response within %s", w.url, w.timeout))
 		}
 		return fail(ReasonUnavailable, fmt.Errorf("POST %s: reading the response: %w", w.url, err))
 	}
-	if len(data) > maxResponseBytes {
-		return fail(ReasonInvalidResponse, fmt.Errorf("POST %s: status %d: the response body is larger than %d MiB",
-			w.url, resp.StatusCode, maxResponseBytes>>20))
+	if over {
+		return fail(ReasonInvalidResponse, fmt.Errorf("POST %s: status %d: the response body is larger than %s (--hook-max-response-bytes)",
+			w.url, resp.StatusCode, byteSize(limits.ResponseBytes)))
 	}
+	fresh := false
 	switch {
 	case resp.StatusCode == http.StatusOK:
-		if w.etag && cacheKey != "" {
-			if tag := resp.Header.Get("ETag"); tag != "" {
-				w.store(cacheKey, etagEntry{etag: tag, body: data, expires: time.Now().Add(w.etagTTL)})
-			}
-		}
+		fresh = true
 	case haveCached && (resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusPreconditionFailed):
 		data = cached.body
 	default:
 		return fail(ReasonHTTPStatus, fmt.Errorf("POST %s: status %d: %s", w.url, resp.StatusCode, excerpt(data)))
 	}
+	if err := limits.Check(data); err != nil {
+		return fail(ReasonInvalidResponse, fmt.Errorf("POST %s: the answer is over the manager's hook limits: %w", w.url, err))
+	}
 	if err := hookapi.Decode(data, w.strict, response); err != nil {
 		return fail(ReasonInvalidResponse, fmt.Errorf("POST %s: %w", w.url, err))
 	}
+	// Only an answer that decoded is kept for its ETag.
+	if fresh && w.etag && cacheKey != "" {
+		if tag := resp.Header.Get("ETag"); tag != "" {
+			w.store(cacheKey, etagEntry{etag: tag, body: data, expires: time.Now().Add(w.etagTTL)})
+		}
+	}
 	return nil
+}
+
+// readBody reads body; over reports a body longer than limit (announced
+// by its Content-Length, which is then not read, or found reading one byte
+// past the limit). A Content-Length within the limit sizes the buffer at
+// once, so reading a large body costs its size rather than the doublings
+// of a growing buffer.
+func readBody(body io.Reader, contentLength, limit int64) (data []byte, over bool, err error) {
+	if contentLength > limit {
+		return nil, true, nil
+	}
+	data, err = readLimited(io.LimitReader(body, limit+1), contentLength)
+	return data, int64(len(data)) > limit, err
+}
+
+func readLimited(lr io.Reader, contentLength int64) ([]byte, error) {
+	if contentLength <= 0 {
+		return io.ReadAll(lr)
+	}
+	buf := make([]byte, 0, contentLength+1)
+	for {
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return buf, err
+		case len(buf) == cap(buf):
+			// Longer than announced: the rest the usual way.
+			rest, err := io.ReadAll(lr)
+			return append(buf, rest...), err
+		}
+	}
+}
+
+// byteSize writes n bytes in MiB when it is a whole number of them.
+func byteSize(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// isRedirect reports whether status is an HTTP redirection (RFC 9110
+// section 15.4) other than 304 Not Modified, which the ETag cache uses.
+func isRedirect(status int) bool {
+	return status >= 300 && status < 400 && status != http.StatusNotModified
 }
 
 func isTimeout(err error) bool {
