@@ -169,6 +169,9 @@ type Controller struct {
 	sources []Source
 	target  Target
 	pipe    *pipeline.Pipeline
+	// patchRecord is the PatchRecordAnnotation key of a Patcher target
+	// ("" for the other target types).
+	patchRecord string
 
 	inputs []*inputIndex // per source: the documents fed so far
 	// targets holds per target key the integrated pipeline output and the
@@ -275,7 +278,9 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 		c.target.Type = opv1a1.Updater
 	}
 	switch c.target.Type {
-	case opv1a1.Updater, opv1a1.Patcher, opv1a1.Applier:
+	case opv1a1.Patcher:
+		c.patchRecord = PatchRecordAnnotation(opts.Operator, spec.Name)
+	case opv1a1.Updater, opv1a1.Applier:
 	default:
 		return nil, fmt.Errorf("%s.target.type: unknown target type %q (want Updater, Patcher or Applier)", path, spec.Target.Type)
 	}
@@ -753,7 +758,10 @@ type writtenState struct {
 	doc      map[string]any
 	digest   uint64 // with isOutput: the recorded output digest (native targets)
 	isOutput bool
-	set      bool // something was written (the zero state: nothing)
+	// record is, for a Patcher, the PatchRecordAnnotation value of the
+	// last write ("" when none was written).
+	record string
+	set    bool // something was written (the zero state: nothing)
 }
 
 // targetState is what a controller keeps of one target key.
@@ -911,9 +919,11 @@ func (c *Controller) RetryFailed(ctx context.Context) (int, error) {
 }
 
 // Resync repairs drift: it rewrites every desired target object whose
-// current state differs, and, for Updater targets that are not views,
+// current state differs; for Updater targets that are not views, it
 // deletes the objects that carry this controller's owner annotation but are
-// no longer in the pipeline output. It never touches objects it did not
+// no longer in the pipeline output, and for Patcher targets it removes the
+// fields the PatchRecordAnnotation of an object lists when the output has
+// nothing for that object any more. It never touches objects it did not
 // write. Periodic sources and manager starts call it.
 func (c *Controller) Resync(ctx context.Context) error {
 	c.mu.Lock()
@@ -945,10 +955,31 @@ func (c *Controller) Resync(ctx context.Context) error {
 			}
 		}
 	}
+	if c.target.Type == opv1a1.Patcher {
+		// Objects that carry this controller's record, the output for
+		// them gone (before a restart, say): the fields it lists go.
+		existing, err := c.opts.Client.List(ctx, c.target.GVK)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.target: list %s: %w", c.path, c.target.GVK.Kind, err))
+		}
+		for _, obj := range existing {
+			if c.opts.Scope != nil && !c.opts.Scope(obj.GetNamespace()) {
+				continue
+			}
+			if _, ok := patchRecordOf(obj.Object, c.patchRecord); ok {
+				keys[object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}] = true
+			}
+		}
+	}
 	sorted := sortedKeys(keys)
-	for _, k := range sorted {
-		// Forget what was written so the write compares with the live state.
-		c.delWritten(k)
+	if c.target.Type != opv1a1.Patcher {
+		for _, k := range sorted {
+			// Forget what was written so the write compares with the live
+			// state (the Updater's record is on the object). A Patcher
+			// keeps its record: it knows which fields are its own only
+			// from it.
+			c.delWritten(k)
+		}
 	}
 	errs = append(errs, c.syncAll(ctx, sorted)...)
 	return errors.Join(errs...)
@@ -1212,18 +1243,28 @@ func stripServerFields(doc map[string]any) map[string]any {
 	return out
 }
 
+// patch applies desired as a JSON merge patch (RFC 7386) and removes the
+// leaves the controller owns that desired no longer sets (all of them when
+// desired is nil). What it owns is what it recorded at its last write of
+// key and, for a Patcher target, what the object's PatchRecordAnnotation
+// lists (the union of both), so that a field dropped while the controller
+// ran, or before a restart or a Resync, is removed; the patch carries the
+// new record. It reports whether an API call was made.
 func (c *Controller) patch(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
-	prev, _ := c.getWritten(key)
-	if desired == nil && prev == nil {
+	prevState, known := c.getWrittenState(key)
+	if desired == nil && !known && c.patchRecord == "" {
 		return false, nil
 	}
+	prev := prevState.doc
 	var patch map[string]any
 	if desired != nil {
 		patch = stripServerFields(desired)
 		delete(patch, "apiVersion")
 		delete(patch, "kind")
+		if c.patchRecord != "" {
+			patch = withoutPatchRecord(patch, c.patchRecord)
+		}
 	}
-	full := object.RemovalPatch(prev, patch)
 	existing, err := c.get(ctx, key)
 	if err != nil {
 		return false, err
@@ -1235,13 +1276,47 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 		}
 		return false, ErrPatchTargetMissing
 	}
-	if desired == nil {
+	var hadRecord bool
+	if c.patchRecord != "" {
+		var rec string
+		rec, hadRecord = patchRecordOf(existing.Object, c.patchRecord)
+		if hadRecord && (!known || rec != prevState.record) {
+			if recorded, err := parsePatchRecord(rec); err != nil {
+				c.opts.Logger.Info("ignoring a malformed Patcher record on a target object", "kind", c.target.GVK.Kind, "key", key.String(), "annotation", c.patchRecord, "error", err.Error())
+			} else {
+				prev = unionLeaves(prev, recorded)
+			}
+		}
+	}
+	if desired == nil && len(prev) == 0 && !hadRecord {
 		c.delWritten(key)
-	} else {
+		return false, nil
+	}
+	full := object.RemovalPatch(prev, patch)
+	var owned map[string]any
+	var record string
+	if desired != nil {
 		// Only what the patch changes (or changed before) is ours to remove.
-		c.setWritten(key, object.OwnedLeaves(existing.Object, patch, prev))
+		owned = object.OwnedLeaves(existing.Object, patch, prev)
+		if c.patchRecord != "" {
+			record = encodePatchRecord(owned)
+		}
+	}
+	if c.patchRecord != "" && !setPatchRecord(full, c.patchRecord, record, hadRecord) {
+		// The output replaces metadata.annotations with a null: the record
+		// goes with every other annotation; it is kept in memory only.
+		record = ""
+		c.opts.Logger.V(1).Info("a Patcher output that removes metadata.annotations keeps no record on the object", "kind", c.target.GVK.Kind, "key", key.String())
+	}
+	done := func() {
+		if desired == nil {
+			c.delWritten(key)
+		} else {
+			c.setPatched(key, owned, record)
+		}
 	}
 	if !object.MergePatchChanges(existing.Object, full) {
+		done()
 		return false, nil
 	}
 	b, err := json.Marshal(full)
@@ -1249,12 +1324,23 @@ func (c *Controller) patch(ctx context.Context, key object.Key, desired map[stri
 		return false, err
 	}
 	if err := c.call(ctx, "patch", func() error { return c.opts.Client.Patch(ctx, c.target.GVK, key, b) }); err != nil {
-		if desired == nil {
-			c.setWritten(key, prev)
-		}
+		// What was owned stays recorded (in memory, and on the object
+		// unless the patch went through after all): the retry removes it.
+		c.setPatched(key, prev, prevState.record)
 		return false, err
 	}
+	done()
 	return true, nil
+}
+
+// setPatched records, for key, the leaves a patch owns (owned, see
+// object.OwnedLeaves) and the PatchRecordAnnotation value written with it.
+func (c *Controller) setPatched(key object.Key, owned map[string]any, record string) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	t := c.targets[key]
+	t.written = writtenState{doc: owned, record: record, set: true}
+	c.targets[key] = t
 }
 
 func (c *Controller) patchOrCreate(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {

@@ -537,7 +537,8 @@ type gateKey struct{}
 // Tracks reports whether obj, an object of the target kind, is one this
 // controller writes or waits to write: one it wrote (or patched), one whose
 // write failed or is held back by an owner conflict or a restore backoff,
-// or, for an Updater, one that carries this controller's owner annotation.
+// or one that carries this controller's record: for an Updater of native
+// objects its owner annotation, for a Patcher its PatchRecordAnnotation.
 // The runtime calls it for every watch event of the target kind and calls
 // RestoreTarget for the objects it tracks. It is cheap and does not wait
 // for a running batch.
@@ -552,6 +553,10 @@ func (c *Controller) Tracks(obj *unstructured.Unstructured) bool {
 	c.smu.Unlock()
 	if tracked {
 		return true
+	}
+	if c.target.Type == opv1a1.Patcher {
+		_, ok := patchRecordOf(obj.Object, c.patchRecord)
+		return ok
 	}
 	return c.target.Type == opv1a1.Updater && !c.target.IsView() &&
 		obj.GetAnnotations()[opv1a1.OwnerAnnotation] == c.Owner()
