@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/object"
+	"github.com/dcontroller/dcontroller/pkg/view"
 )
 
 // fuzzBytes hands out the fuzz input a byte at a time; past its end every
@@ -74,12 +76,36 @@ const fuzzPatchTarget = `{"@project": {"metadata": {"name": {"@concat": ["t", {"
 
 var fuzzGroup = "example.com"
 
-// fuzzCase is a decoded fuzz input: an operator and a change sequence.
+// fuzzCase is a decoded fuzz input: an operator and a sequence of steps.
 type fuzzCase struct {
 	op      *opv1a1.Operator
 	patcher bool
-	changes []*unstructured.Unstructured // a deletionTimestamp marks a deletion
+	steps   []fuzzStep
+	changes []*unstructured.Unstructured // the changes of steps, in order
 }
+
+// fuzzStep is one step of a fuzz run: a change of a source object (a
+// deletionTimestamp marks a deletion), a resync of every controller (a
+// Periodic source's tick), or a restart: the run stops, the next down
+// changes are made while no controller runs, and a new run starts over
+// the same store (a manager restart).
+type fuzzStep struct {
+	change *unstructured.Unstructured
+	resync bool
+	// restart, with down: the changes made while stopped.
+	restart bool
+	down    []*unstructured.Unstructured
+}
+
+// Control bytes: where a change's first byte would be, a byte at or above
+// fuzzResync is a resync, at or above fuzzRestart a restart that makes the
+// next (byte - fuzzRestart) changes while stopped. A change's first byte
+// picks the source kind modulo the number of sources, so inputs without
+// such bytes decode as they did before steps other than changes existed.
+const (
+	fuzzResync  = 0xf8
+	fuzzRestart = 0xfc
+)
 
 func decodeFuzz(data []byte) (*fuzzCase, error) {
 	f := &fuzzBytes{b: data}
@@ -111,8 +137,8 @@ func decodeFuzz(data []byte) (*fuzzCase, error) {
 	fc.op = &opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: "fuzz"}, Spec: opv1a1.OperatorSpec{Controllers: []opv1a1.Controller{spec}}}
 
 	live := map[string]bool{}
-	for len(fc.changes) < 40 && !f.done() {
-		kind := sources[f.pick(len(sources))]
+	change := func(b int) *unstructured.Unstructured {
+		kind := sources[b%len(sources)]
 		obj := fuzzObject(kind, f)
 		id := kind + "/" + obj.GetNamespace() + "/" + obj.GetName()
 		if live[id] && f.pick(4) == 0 {
@@ -123,6 +149,21 @@ func decodeFuzz(data []byte) (*fuzzCase, error) {
 			live[id] = true
 		}
 		fc.changes = append(fc.changes, obj)
+		return obj
+	}
+	for len(fc.changes) < 40 && len(fc.steps) < 60 && !f.done() {
+		switch b := f.next(); {
+		case b >= fuzzRestart:
+			st := fuzzStep{restart: true}
+			for n := b - fuzzRestart; n > 0 && !f.done(); n-- {
+				st.down = append(st.down, change(f.next()))
+			}
+			fc.steps = append(fc.steps, st)
+		case b >= fuzzResync:
+			fc.steps = append(fc.steps, fuzzStep{resync: true})
+		default:
+			fc.steps = append(fc.steps, fuzzStep{change: change(b)})
+		}
 	}
 	return fc, nil
 }
@@ -179,18 +220,23 @@ func patchTargets() []*unstructured.Unstructured {
 	return out
 }
 
-// runFuzz applies objs in order to a fresh offline run of fc's operator and
-// returns the target objects without the owner annotation.
-func runFuzz(t *testing.T, fc *fuzzCase, objs []*unstructured.Unstructured) []map[string]any {
+// runFuzz runs steps in order, starting with a fresh offline run of fc's
+// operator, and returns the target objects without the owner annotation.
+func runFuzz(t *testing.T, fc *fuzzCase, steps []fuzzStep) []map[string]any {
 	t.Helper()
 	ctx := context.Background()
-	off, err := NewOffline([]*opv1a1.Operator{fc.op}, OfflineOptions{})
-	if err != nil {
-		t.Fatalf("operator does not compile: %v\npipeline: %s", err, fc.op.Spec.Controllers[0].Pipeline.Raw)
+	start := func(store *view.Store) *Offline {
+		off, err := NewOffline([]*opv1a1.Operator{fc.op}, OfflineOptions{Store: store})
+		if err != nil {
+			t.Fatalf("operator does not compile: %v\npipeline: %s", err, fc.op.Spec.Controllers[0].Pipeline.Raw)
+		}
+		// Errors of the start, as those of changes, are the same in both
+		// runs (an ambiguous output, a failing expression); what is
+		// compared is the result.
+		_ = off.Start(ctx)
+		return off
 	}
-	if err := off.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	off := start(nil)
 	if fc.patcher {
 		for _, u := range patchTargets() {
 			if _, err := off.Store.Create(u); err != nil {
@@ -198,10 +244,19 @@ func runFuzz(t *testing.T, fc *fuzzCase, objs []*unstructured.Unstructured) []ma
 			}
 		}
 	}
-	for _, obj := range objs {
-		// Evaluation errors (an ambiguous output, a failing expression) are
-		// the same in both runs; what is compared is the result.
-		_ = off.Apply(ctx, obj.DeepCopy())
+	for _, st := range steps {
+		switch {
+		case st.change != nil:
+			_ = off.Apply(ctx, st.change.DeepCopy())
+		case st.resync:
+			_ = off.Resync(ctx)
+		case st.restart:
+			off.Stop()
+			for _, obj := range st.down {
+				_ = off.store(obj.DeepCopy())
+			}
+			off = start(off.Store)
+		}
 	}
 	var out []map[string]any
 	for _, u := range off.Result() {
@@ -226,6 +281,15 @@ func runFuzz(t *testing.T, fc *fuzzCase, objs []*unstructured.Unstructured) []ma
 		out = append(out, m)
 	}
 	return out
+}
+
+// changeSteps returns the steps that make the changes objs, in order.
+func changeSteps(objs []*unstructured.Unstructured) []fuzzStep {
+	steps := make([]fuzzStep, len(objs))
+	for i, u := range objs {
+		steps[i] = fuzzStep{change: u}
+	}
+	return steps
 }
 
 // finalSources returns the source objects left after the changes, in
@@ -253,31 +317,57 @@ func finalSources(changes []*unstructured.Unstructured) []*unstructured.Unstruct
 }
 
 // FuzzIncremental checks the controller invariant: the target objects after
-// a sequence of changes equal those computed from scratch on the final
-// sources (as dctl eval computes them), labels and annotations included,
-// for random pipelines over one or two source kinds and Updater and
-// Patcher targets.
+// a sequence of changes, resyncs (Periodic ticks) and restarts (a new run
+// over the same store, with changes made while stopped) equal those
+// computed from scratch on the final sources (as dctl eval computes them),
+// labels, annotations (a Patcher's record among them) and deletions
+// included, for random pipelines over one or two source kinds and Updater
+// and Patcher targets.
 func FuzzIncremental(f *testing.F) {
 	f.Add([]byte{1, 0, 1, 0, 0, 0, 7, 1, 1, 0, 2, 1, 2})
 	f.Add([]byte{1, 2, 4, 6, 0, 1, 0, 1, 3, 1, 2, 2, 0, 0, 1, 0, 1, 3, 1, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0, 0})
 	f.Add([]byte{0, 1, 1, 8, 1, 0, 0, 1, 0xff, 1, 0, 1, 0, 1, 2, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1, 2, 1, 2})
 	f.Add([]byte{2, 3, 7, 5, 6, 1, 0, 0, 2, 0x1f, 1, 1, 0, 0, 1, 2, 2, 0, 1, 1, 0, 0, 0, 0, 1, 0, 1, 0, 2})
+	// A Patcher (then an Updater) sets a label, an annotation and spec
+	// fields on t0 (on a0); the source drops its label and annotation
+	// after a resync, while the manager is down, or the source goes while
+	// the manager is down.
+	for _, target := range []byte{1, 0} {
+		set := []byte{0, 0, 0, 9, 0, 0, 0, 0, 0}
+		drop := []byte{0, 0, 0, 0, 0, 0, 0, 1}
+		gone := []byte{0, 0, 0, 0, 0, 0, 0, 0}
+		f.Add(slices.Concat([]byte{1, 0, target}, set, []byte{fuzzResync}, drop))
+		f.Add(slices.Concat([]byte{1, 0, target}, set, []byte{fuzzRestart + 1}, drop))
+		f.Add(slices.Concat([]byte{1, 0, target}, set, []byte{fuzzRestart + 1}, gone))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fc, err := decodeFuzz(data)
 		if err != nil {
 			return
 		}
-		got := runFuzz(t, fc, fc.changes)
-		want := runFuzz(t, fc, finalSources(fc.changes))
+		got := runFuzz(t, fc, fc.steps)
+		want := runFuzz(t, fc, changeSteps(finalSources(fc.changes)))
 		if !reflect.DeepEqual(got, want) {
 			g, _ := json.MarshalIndent(got, "", "  ")
 			w, _ := json.MarshalIndent(want, "", "  ")
 			var steps []string
-			for _, u := range fc.changes {
-				b, _ := json.Marshal(u.Object)
-				steps = append(steps, string(b))
+			for _, st := range fc.steps {
+				switch {
+				case st.change != nil:
+					b, _ := json.Marshal(st.change.Object)
+					steps = append(steps, string(b))
+				case st.resync:
+					steps = append(steps, "resync")
+				case st.restart:
+					steps = append(steps, "stop")
+					for _, u := range st.down {
+						b, _ := json.Marshal(u.Object)
+						steps = append(steps, "  (while stopped) "+string(b))
+					}
+					steps = append(steps, "start")
+				}
 			}
-			t.Fatalf("incremental result differs from the result from scratch\npipeline (%s): %s\nchanges:\n%s\nincremental:\n%s\nfrom scratch:\n%s",
+			t.Fatalf("incremental result differs from the result from scratch\npipeline (%s): %s\nsteps:\n%s\nincremental:\n%s\nfrom scratch:\n%s",
 				fc.op.Spec.Controllers[0].Target.Type, fc.op.Spec.Controllers[0].Pipeline.Raw, strings.Join(steps, "\n"), g, w)
 		}
 	})

@@ -37,6 +37,11 @@ type OfflineOptions struct {
 	// MaxDeltaEntries and MaxObjectBytes are as in RuntimeOptions.
 	MaxDeltaEntries int
 	MaxObjectBytes  int
+	// Store, when set, is the store the run reads and writes instead of a
+	// new, empty one: the objects already in it are what a restarted
+	// manager finds in its cluster (see Start). A store must not be used
+	// by two runs that are not stopped (Stop).
+	Store *view.Store
 }
 
 // KnownVersions are the preferred versions of common Kubernetes kinds' groups,
@@ -63,6 +68,7 @@ type Offline struct {
 	opts        OfflineOptions
 	controllers []*namedController
 	queue       []view.Event
+	unsubscribe func()
 }
 
 type namedController struct {
@@ -76,7 +82,10 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 	if opts.MaxEvents == 0 {
 		opts.MaxEvents = DefaultMaxEvents
 	}
-	o := &Offline{Store: view.NewStore(), opts: opts}
+	o := &Offline{Store: opts.Store, opts: opts}
+	if o.Store == nil {
+		o.Store = view.NewStore()
+	}
 	var errs []error
 	names := map[string]bool{}
 	for _, op := range ops {
@@ -134,8 +143,16 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	o.Store.Subscribe(func(ev view.Event) { o.queue = append(o.queue, ev) })
+	o.unsubscribe = o.Store.Subscribe(func(ev view.Event) { o.queue = append(o.queue, ev) })
 	return o, nil
+}
+
+// Stop detaches the run from its store, as a manager that stops: changes
+// made to the store afterwards reach no controller. A new run over the same
+// store (OfflineOptions.Store) then starts as a restarted manager does.
+func (o *Offline) Stop() {
+	o.unsubscribe()
+	o.queue = nil
 }
 
 func (o *Offline) resolveVersion(group, kind string) (string, error) {
@@ -148,11 +165,42 @@ func (o *Offline) resolveVersion(group, kind string) (string, error) {
 	return "", fmt.Errorf("version: cannot discover the version of kind %q in group %q offline; set version", kind, group)
 }
 
-// Start starts the controllers (OneShot sources fire) and runs to a fixed point.
+// Start starts the controllers as a manager starts them and runs to a
+// fixed point: the objects already in the store (none in a new one) reach
+// every controller as one batch, as a manager's first list does, OneShot
+// sources fire, and every controller resyncs (Controller.Resync: what it
+// wrote before and no longer outputs is deleted or unpatched).
 func (o *Offline) Start(ctx context.Context) error {
+	var initial []controller.Change
+	for _, gvk := range o.Store.Kinds() {
+		for _, u := range o.Store.List(gvk) {
+			initial = append(initial, controller.Change{New: u})
+		}
+	}
 	var errs []error
 	for _, c := range o.controllers {
+		if len(initial) > 0 {
+			if err := c.HandleBatch(ctx, initial); err != nil {
+				errs = append(errs, fmt.Errorf("operator %q: controller %q: %w", c.operator, c.Name(), err))
+			}
+		}
 		if err := c.Start(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("operator %q: controller %q: %w", c.operator, c.Name(), err))
+		}
+		if err := c.Resync(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("operator %q: controller %q: %w", c.operator, c.Name(), err))
+		}
+	}
+	errs = append(errs, o.run(ctx))
+	return errors.Join(errs...)
+}
+
+// Resync resyncs every controller (as a Periodic source's tick does) and
+// runs to a fixed point.
+func (o *Offline) Resync(ctx context.Context) error {
+	var errs []error
+	for _, c := range o.controllers {
+		if err := c.Resync(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("operator %q: controller %q: %w", c.operator, c.Name(), err))
 		}
 	}

@@ -46,7 +46,7 @@ func FuzzNamespaceSharded(f *testing.F) {
 		if p.NamespaceLocal() != nil {
 			return
 		}
-		whole := runFuzz(t, fc, fc.changes)
+		whole := runFuzz(t, fc, changeSteps(fc.changes))
 		var union []map[string]any
 		for _, ns := range []string{"ns0", "ns1"} {
 			var mine []*unstructured.Unstructured
@@ -55,7 +55,7 @@ func FuzzNamespaceSharded(f *testing.F) {
 					mine = append(mine, u)
 				}
 			}
-			for _, out := range runFuzz(t, fc, mine) {
+			for _, out := range runFuzz(t, fc, changeSteps(mine)) {
 				md, _ := out["metadata"].(map[string]any)
 				if got, _ := md["namespace"].(string); got != ns {
 					t.Fatalf("the run over namespace %s wrote into namespace %q (accepted as namespace-local)\npipeline: %s\noutput: %v", ns, got, spec.Pipeline.Raw, out)
