@@ -26,4 +26,9 @@ type Context struct {
 	Now func() time.Time
 	// Rand is the random source of @rnd (defaults to a global source).
 	Rand *rand.Rand
+	// Budget bounds the work of the evaluation and carries the context
+	// that cancels it (see Budget and Limits). When nil, each operator
+	// call, list literal or map literal evaluated with this context runs
+	// under a fresh budget of DefaultLimits.
+	Budget *Budget
 }

@@ -2,6 +2,7 @@ package expression
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -16,8 +17,15 @@ import (
 )
 
 // celCostLimit bounds the runtime cost of one @cel evaluation (the unit of
-// cel-go's cost model, as used by Kubernetes CEL validation).
+// cel-go's cost model, as used by Kubernetes CEL validation). The cost a
+// call actually took is then counted to the evaluation's budget, one step
+// per unit (see Limits.Steps), so that the default steps budget holds
+// four such calls.
 const celCostLimit = 1_000_000
+
+// celInterruptEvery is how many comprehension iterations pass between two
+// looks at the context of a cancellable evaluation.
+const celInterruptEvery = 100
 
 // celEnv is the shared CEL environment: one dynamically typed variable
 // "self", the standard library and the cel-go string, list, set and math
@@ -50,7 +58,7 @@ func prepareCEL(c *call) error {
 	if iss != nil && iss.Err() != nil {
 		return c.errorf("%v", iss.Err())
 	}
-	prog, err := env.Program(ast, cel.CostLimit(celCostLimit))
+	prog, err := env.Program(ast, cel.CostLimit(celCostLimit), cel.InterruptCheckFrequency(celInterruptEvery))
 	if err != nil {
 		return c.errorf("%v", err)
 	}
@@ -81,12 +89,34 @@ func evalCEL(c *call, ctx *Context) (any, error) {
 			act.self = ctx.Subject
 		}
 	}
-	out, _, err := c.prog.Eval(act)
+	b := budgetOf(ctx)
+	var out ref.Val
+	var det *cel.EvalDetails
+	var err error
+	if b != nil && b.done != nil {
+		out, det, err = c.prog.ContextEval(b.ctx, act)
+	} else {
+		out, det, err = c.prog.Eval(act)
+	}
+	if b != nil && det != nil && det.ActualCost() != nil {
+		if cerr := c.charge(ctx, int64(min(*det.ActualCost(), celCostLimit)), 0, 0); cerr != nil {
+			return nil, cerr
+		}
+	}
 	if err != nil {
+		if b != nil {
+			if cerr := b.cancelled(); cerr != nil {
+				return nil, c.budgetError(cerr)
+			}
+		}
 		return nil, c.errorf("%v", err)
 	}
-	v, err := celToModel(out, 0)
+	v, err := celToModel(out, 0, b)
 	if err != nil {
+		var be *BudgetError
+		if errors.As(err, &be) {
+			return nil, c.budgetError(err)
+		}
 		return nil, c.errorf("%v", err)
 	}
 	return v, nil
@@ -98,7 +128,8 @@ func evalCEL(c *call, ctx *Context) (any, error) {
 // strings, lists to []any and maps to map[string]any (non-string keys
 // converted as by @string). A NaN or ±Inf double anywhere in the result is
 // an error (JSON, RFC 8259 §6, and the Kubernetes API have no such numbers).
-func celToModel(v ref.Val, depth int) (any, error) {
+// The lists and maps made are counted to b (nil: not counted).
+func celToModel(v ref.Val, depth int, b *Budget) (any, error) {
 	if depth > maxNormalizeDepth {
 		return nil, fmt.Errorf("CEL result nested too deeply")
 	}
@@ -130,15 +161,20 @@ func celToModel(v ref.Val, depth int) (any, error) {
 	case *types.Err:
 		return nil, x
 	case traits.Mapper:
+		if n, ok := x.Size().(types.Int); ok {
+			if err := b.charge(int64(n), int64(n), 16*int64(n)); err != nil {
+				return nil, err
+			}
+		}
 		out := map[string]any{}
 		it := x.Iterator()
 		for it.HasNext() == types.True {
 			k := it.Next()
-			kv, err := celToModel(k, depth+1)
+			kv, err := celToModel(k, depth+1, b)
 			if err != nil {
 				return nil, err
 			}
-			val, err := celToModel(x.Get(k), depth+1)
+			val, err := celToModel(x.Get(k), depth+1, b)
 			if err != nil {
 				return nil, err
 			}
@@ -150,9 +186,12 @@ func celToModel(v ref.Val, depth int) (any, error) {
 		if !ok {
 			return nil, fmt.Errorf("CEL list of unknown size")
 		}
+		if err := b.charge(int64(n), int64(n), 16*int64(n)); err != nil {
+			return nil, err
+		}
 		out := make([]any, 0, int(n))
 		for i := types.Int(0); i < n; i++ {
-			e, err := celToModel(x.Get(i), depth+1)
+			e, err := celToModel(x.Get(i), depth+1, b)
 			if err != nil {
 				return nil, err
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,28 @@ var fuzzSeeds = []string{
 	`{"@sum": [[1e308, 1e308]]}`,
 	`{"@cel": "[1.0 / 0.0]"}`,
 	`{"@cel": "double('nan')"}`,
+	// Over the budget: n² values, a quadratic string, a shared value of
+	// 2⁶⁰ nodes, nesting deeper than any walk should go.
+	`{"x": {"@map": [{"@range": 65536}, {"@range": 65536}]}}`,
+	`{"@fold": [{"@concat": ["$$.acc", "x"]}, "", {"@range": 65536}]}`,
+	`{"@string": {"@fold": [["$$.acc", "$$.acc"], [], {"@range": 60}]}}`,
+	`{"@eq": [{"@fold": [["$$.acc", "$$.acc"], [], {"@range": 60}]}, {"@fold": [["$$.acc", "$$.acc"], [], {"@range": 60}]}]}`,
+	`{"@fold": [["$$.acc"], [], {"@range": 65536}]}`,
+	`{"@map": [{"$.y[65535]": "$$"}, {"@range": 65536}]}`,
+	`{"@split": [{"@join": [{"@range": 65536}, ""]}, ""]}`,
+	`{"@cel": "self.spec.containers.map(c, [1, 2, 3, 4, 5, 6, 7, 8].map(x, [1, 2, 3, 4, 5, 6, 7, 8].map(y, x * y)))"}`,
 }
+
+// fuzzLimits is the budget of a fuzzed evaluation; fuzzTime and fuzzBytes
+// bound the time it may take and the bytes it may allocate. What a budget
+// allows is linear in it, so a smaller one than DefaultLimits keeps the
+// fuzzer fast while checking the same bounds.
+var fuzzLimits = Limits{Steps: 1 << 20, Values: 1 << 18, Bytes: 1 << 24}
+
+const (
+	fuzzTime  = 5 * time.Second
+	fuzzBytes = 512 << 20
+)
 
 func FuzzParse(f *testing.F) {
 	for _, s := range fuzzSeeds {
@@ -162,8 +184,16 @@ func checkFuzz(t *testing.T, spec any, subject any, before string, now time.Time
 		}
 		return
 	}
-	ctx := &Context{Subject: subject, Now: func() time.Time { return now }, Rand: rand.New(rand.NewPCG(1, 2))}
-	v, err := e.Eval(ctx)
+	b := NewBudget(nil, fuzzLimits)
+	ctx := &Context{Subject: subject, Now: func() time.Time { return now }, Rand: rand.New(rand.NewPCG(1, 2)), Budget: b}
+	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(sample)
+	allocs, start := sample[0].Value.Uint64(), time.Now()
+	v, err := Run(e, ctx)
+	metrics.Read(sample)
+	if took, alloc := time.Since(start), sample[0].Value.Uint64()-allocs; took > fuzzTime || alloc > fuzzBytes {
+		t.Fatalf("evaluation took %s and allocated %d MiB (used %+v of the budget)", took, alloc>>20, b.Used())
+	}
 	if err != nil {
 		var ee *Error
 		if !errors.As(err, &ee) {

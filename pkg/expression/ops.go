@@ -37,8 +37,8 @@ func init() {
 		"@noop":      special(parseNoop, evalNoop),
 
 		// comparison
-		"@eq":  fixed(2, 2, binary(opEq)),
-		"@neq": fixed(2, 2, binary(opNeq)),
+		"@eq":  fixed(2, 2, binaryCtx(opEq)),
+		"@neq": fixed(2, 2, binaryCtx(opNeq)),
 		"@gt":  fixed(2, 2, binary(compareOp(func(r int) bool { return r > 0 }))),
 		"@gte": fixed(2, 2, binary(compareOp(func(r int) bool { return r >= 0 }))),
 		"@lt":  fixed(2, 2, binary(compareOp(func(r int) bool { return r < 0 }))),
@@ -63,7 +63,7 @@ func init() {
 		"@len":    fixed(1, 1, unary(opLen)),
 		"@min":    variadic(true, evalOperands(opMin)),
 		"@max":    variadic(true, evalOperands(opMax)),
-		"@in":     fixed(2, 2, binary(opIn)),
+		"@in":     fixed(2, 2, binaryCtx(opIn)),
 		"@range":  fixed(1, 2, nary(opRange)),
 		"@any":    special(parseQuantifier, evalQuantifier),
 		"@all":    special(parseQuantifier, evalQuantifier),
@@ -74,7 +74,7 @@ func init() {
 
 		// strings
 		"@concat":     variadic(true, evalOperands(opConcat)),
-		"@split":      fixed(2, 2, binary(opSplit)),
+		"@split":      fixed(2, 2, binaryCtx(opSplit)),
 		"@join":       fixed(2, 2, binary(opJoin)),
 		"@upper":      fixed(1, 1, unary(opUpper)),
 		"@lower":      fixed(1, 1, unary(opLower)),
@@ -83,7 +83,7 @@ func init() {
 		"@substring":  fixed(2, 3, nary(opSubstring)),
 		"@startswith": fixed(2, 2, binary(opStartsWith)),
 		"@endswith":   fixed(2, 2, binary(opEndsWith)),
-		"@contains":   fixed(2, 2, binary(opContains)),
+		"@contains":   fixed(2, 2, binaryCtx(opContains)),
 		"@regexp":     withPrepare(fixed(2, 2, binary(opRegexp)), prepareRegexp),
 
 		// conversion
@@ -113,6 +113,11 @@ func Operators() []string {
 	return names
 }
 
+// The wrappers below evaluate the arguments, apply the operator and count
+// its result as built (see call.account): the strings, lists and maps an
+// operator returns are new, or few enough when shared that counting them
+// errs on the safe side.
+
 // unary evaluates the single argument and applies f.
 func unary(f func(c *call, v any) (any, error)) evalFunc {
 	return func(c *call, ctx *Context) (any, error) {
@@ -120,7 +125,8 @@ func unary(f func(c *call, v any) (any, error)) evalFunc {
 		if err != nil {
 			return nil, err
 		}
-		return f(c, v)
+		r, err := f(c, v)
+		return c.finish(ctx, r, err)
 	}
 }
 
@@ -135,7 +141,8 @@ func binary(f func(c *call, a, b any) (any, error)) evalFunc {
 		if err != nil {
 			return nil, err
 		}
-		return f(c, a, b)
+		r, err := f(c, a, b)
+		return c.finish(ctx, r, err)
 	}
 }
 
@@ -150,7 +157,8 @@ func binaryCtx(f func(c *call, ctx *Context, a, b any) (any, error)) evalFunc {
 		if err != nil {
 			return nil, err
 		}
-		return f(c, ctx, a, b)
+		r, err := f(c, ctx, a, b)
+		return c.finish(ctx, r, err)
 	}
 }
 
@@ -161,19 +169,37 @@ func nary(f func(c *call, vs []any) (any, error)) evalFunc {
 		if err != nil {
 			return nil, err
 		}
-		return f(c, vs)
+		r, err := f(c, vs)
+		return c.finish(ctx, r, err)
 	}
 }
 
-// evalOperands evaluates the operands of a variadic call and applies f.
+// evalOperands evaluates the operands of a variadic call and applies f,
+// one step per operand.
 func evalOperands(f func(c *call, vs []any) (any, error)) evalFunc {
 	return func(c *call, ctx *Context) (any, error) {
 		vs, err := c.operands(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return f(c, vs)
+		if err := c.charge(ctx, int64(len(vs)), 0, 0); err != nil {
+			return nil, err
+		}
+		r, err := f(c, vs)
+		return c.finish(ctx, r, err)
 	}
+}
+
+// finish passes an operator's result on after counting it as built (see
+// call.account).
+func (c *call) finish(ctx *Context, v any, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := c.account(ctx, v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 func (c *call) evalArgs(ctx *Context) ([]any, error) {

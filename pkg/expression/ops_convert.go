@@ -162,7 +162,11 @@ const md5Base36Len = 25
 // big-endian 128-bit integer, written in lowercase base 36 zero-padded to 25
 // digits, of which the first 6 are kept. Values that encoding/json cannot
 // encode (NaN, ±Inf) are hashed from their canonical JSON (see @string).
-func opHash(_ *call, v any) (any, error) {
+// A value whose JSON is longer than maxStringLen is an error.
+func opHash(c *call, v any) (any, error) {
+	if len(canonicalJSON(v)) > maxStringLen { // bounded, unlike json.Marshal
+		return nil, c.errorf("argument longer than %d bytes as JSON", maxStringLen)
+	}
 	js, err := json.Marshal(v)
 	if err != nil {
 		js = []byte(canonicalJSON(v))

@@ -2,6 +2,7 @@ package expression
 
 import (
 	"maps"
+	"math/bits"
 	"slices"
 	"unicode/utf8"
 )
@@ -13,6 +14,31 @@ import (
 // maxRange bounds the length of lists built by @range.
 const maxRange = 1 << 16
 
+// chargeList counts a list operator's pass over n elements: one step per
+// element and perElem values (16 bytes each) built per element.
+func (c *call) chargeList(ctx *Context, n int, perElem int64) error {
+	return c.charge(ctx, int64(n), perElem*int64(n), 16*perElem*int64(n))
+}
+
+// member reports whether list holds an element equal (DeepEqual) to x,
+// one step per element and per list element and map entry compared.
+func (c *call) member(ctx *Context, x any, list []any) (bool, error) {
+	b := budgetOf(ctx)
+	if err := c.charge(ctx, int64(len(list)), 0, 0); err != nil {
+		return false, err
+	}
+	for _, e := range list {
+		eq, err := equal(x, e, b)
+		if err != nil {
+			return false, c.budgetError(err)
+		}
+		if eq {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // evalMap implements @map [expr, list]: expr evaluated with $$ bound to each
 // element.
 func evalMap(c *call, ctx *Context) (any, error) {
@@ -22,6 +48,9 @@ func evalMap(c *call, ctx *Context) (any, error) {
 	}
 	list, err := c.list(v, "argument 2")
 	if err != nil {
+		return nil, err
+	}
+	if err := c.chargeList(ctx, len(list), 1); err != nil {
 		return nil, err
 	}
 	sub := localContext(ctx)
@@ -46,6 +75,9 @@ func evalFilter(c *call, ctx *Context) (any, error) {
 	}
 	list, err := c.list(v, "argument 2")
 	if err != nil {
+		return nil, err
+	}
+	if err := c.chargeList(ctx, len(list), 1); err != nil {
 		return nil, err
 	}
 	sub := localContext(ctx)
@@ -81,6 +113,10 @@ func evalFold(c *call, ctx *Context) (any, error) {
 	}
 	list, err := c.list(v, "argument 3")
 	if err != nil {
+		return nil, err
+	}
+	// Each element makes a map of two entries for $$.
+	if err := c.chargeList(ctx, len(list), 2); err != nil {
 		return nil, err
 	}
 	sub := localContext(ctx)
@@ -146,10 +182,10 @@ func (c *call) extreme(vs []any, sign int) (any, error) {
 
 // opIn implements @in [x, list]: whether x equals (DeepEqual) an element of
 // the list, or is a key of a map.
-func opIn(c *call, x, l any) (any, error) {
+func opIn(c *call, ctx *Context, x, l any) (any, error) {
 	switch coll := l.(type) {
 	case []any:
-		return slices.ContainsFunc(coll, func(e any) bool { return DeepEqual(x, e) }), nil
+		return c.member(ctx, x, coll)
 	case map[string]any:
 		k, ok := x.(string)
 		if !ok {
@@ -239,6 +275,9 @@ func evalQuantifier(c *call, ctx *Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.chargeList(ctx, len(list), 0); err != nil {
+		return nil, err
+	}
 	var sub *Context
 	if c.cond {
 		sub = localContext(ctx)
@@ -270,6 +309,12 @@ func evalSortBy(c *call, ctx *Context) (any, error) {
 	}
 	list, err := c.list(v, "argument 2")
 	if err != nil {
+		return nil, err
+	}
+	// Keys and the result take two values per element; the sort about
+	// n·log2(n) steps.
+	n := int64(len(list))
+	if err := c.charge(ctx, n*int64(1+bits.Len64(uint64(n))), 2*n, 32*n); err != nil {
 		return nil, err
 	}
 	type keyed struct{ key, elem any }

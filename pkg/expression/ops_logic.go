@@ -126,14 +126,29 @@ func parseNoop(c *call, arg any, _ scope) error {
 	if err != nil {
 		return c.errorf("unsupported argument: %v", err)
 	}
-	c.lit = n
+	c.noop = newLiteral(c.path, n)
 	return nil
 }
 
-func evalNoop(c *call, _ *Context) (any, error) { return deepCopy(c.lit), nil }
+func evalNoop(c *call, ctx *Context) (any, error) { return c.noop.Eval(ctx) }
 
-func opEq(_ *call, a, b any) (any, error)  { return DeepEqual(a, b), nil }
-func opNeq(_ *call, a, b any) (any, error) { return !DeepEqual(a, b), nil }
+// opEq and opNeq compare with DeepEqual, one step per list element and
+// map entry compared.
+func opEq(c *call, ctx *Context, a, b any) (any, error) {
+	eq, err := equal(a, b, budgetOf(ctx))
+	if err != nil {
+		return nil, c.budgetError(err)
+	}
+	return eq, nil
+}
+
+func opNeq(c *call, ctx *Context, a, b any) (any, error) {
+	eq, err := equal(a, b, budgetOf(ctx))
+	if err != nil {
+		return nil, c.budgetError(err)
+	}
+	return !eq, nil
+}
 
 // compareOp implements @gt, @gte, @lt and @lte with Compare.
 func compareOp(ok func(int) bool) func(c *call, a, b any) (any, error) {

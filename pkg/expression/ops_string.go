@@ -2,7 +2,6 @@ package expression
 
 import (
 	"regexp"
-	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -13,14 +12,21 @@ import (
 // and @replace.
 const maxStringLen = 1 << 24
 
-// opConcat concatenates its operands converted as by @string.
+// opConcat concatenates its operands converted as by @string; the result
+// is allocated once, at its length.
 func opConcat(c *call, vs []any) (any, error) {
-	var b strings.Builder
+	var one [4]string
+	ss, n := one[:0], 0
 	for _, v := range vs {
 		s := toString(v)
-		if b.Len()+len(s) > maxStringLen {
+		if n += len(s); n > maxStringLen {
 			return nil, c.errorf("result longer than %d bytes", maxStringLen)
 		}
+		ss = append(ss, s)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range ss {
 		b.WriteString(s)
 	}
 	return b.String(), nil
@@ -40,9 +46,18 @@ func (c *call) twoStrings(a, b any) (string, string, error) {
 
 // opSplit implements @split [str, sep] as strings.Split: an empty separator
 // splits into characters.
-func opSplit(c *call, a, b any) (any, error) {
+func opSplit(c *call, ctx *Context, a, b any) (any, error) {
 	s, sep, err := c.twoStrings(a, b)
 	if err != nil {
+		return nil, err
+	}
+	// Count the parts before making them: an empty separator makes one
+	// per character.
+	n := utf8.RuneCountInString(s)
+	if sep != "" {
+		n = strings.Count(s, sep) + 1
+	}
+	if err := c.charge(ctx, 0, int64(n), 16*int64(n)); err != nil {
 		return nil, err
 	}
 	parts := strings.Split(s, sep)
@@ -168,7 +183,7 @@ func opEndsWith(c *call, a, b any) (any, error) {
 // opContains implements @contains [str, sub] (substring test) and
 // [list, x] (membership by DeepEqual); a null first argument contains
 // nothing.
-func opContains(c *call, a, b any) (any, error) {
+func opContains(c *call, ctx *Context, a, b any) (any, error) {
 	switch x := a.(type) {
 	case string:
 		sub, err := c.str(b, "argument 2")
@@ -177,7 +192,7 @@ func opContains(c *call, a, b any) (any, error) {
 		}
 		return strings.Contains(x, sub), nil
 	case []any:
-		return slices.ContainsFunc(x, func(e any) bool { return DeepEqual(e, b) }), nil
+		return c.member(ctx, b, x)
 	case nil:
 		return false, nil
 	}

@@ -46,12 +46,13 @@ func Parse(spec any, path string) (Expression, error) {
 }
 
 // Eval evaluates e with subject as the global subject `$` (normalized first,
-// see Normalize) and no local subject.
+// see Normalize) and no local subject, under a fresh budget of
+// DefaultLimits (see Run).
 func Eval(e Expression, subject any) (any, error) {
 	if e == nil {
 		return nil, &Error{Err: errors.New("nil expression")}
 	}
-	return e.Eval(&Context{Subject: Normalize(subject)})
+	return Run(e, &Context{Subject: Normalize(subject)})
 }
 
 // maxDepth bounds the nesting of expressions.
@@ -139,7 +140,7 @@ func parseList(l []any, path string, sc scope) (Expression, error) {
 		for i, e := range elems {
 			vs[i] = e.(*literal).v
 		}
-		return &literal{path: path, v: vs}, nil
+		return newLiteral(path, vs), nil
 	}
 	return &listExpr{path: path, elems: elems}, nil
 }
@@ -187,7 +188,7 @@ func parseMap(m map[string]any, path string, sc scope) (Expression, error) {
 		for i, k := range me.keys {
 			out[k] = me.vals[i].(*literal).v
 		}
-		return &literal{path: path, v: out}, nil
+		return newLiteral(path, out), nil
 	}
 	return me, nil
 }
@@ -197,13 +198,43 @@ func parseMap(m map[string]any, path string, sc scope) (Expression, error) {
 type literal struct {
 	path string
 	v    any
+	// values and bytes are what a copy of a list or map costs (see
+	// Limits).
+	values, bytes int64
+}
+
+// newLiteral returns the literal list or map v.
+func newLiteral(path string, v any) *literal {
+	l := &literal{path: path, v: v}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case []any:
+			l.values += int64(len(x))
+			l.bytes += 16 * int64(len(x))
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			l.values += int64(len(x))
+			l.bytes += 16 * int64(len(x))
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return l
 }
 
 func (l *literal) Path() string { return l.path }
 
-func (l *literal) Eval(*Context) (any, error) {
+func (l *literal) Eval(ctx *Context) (any, error) {
 	switch l.v.(type) {
 	case []any, map[string]any:
+		if err := budgetOf(ctx).charge(0, l.values, l.bytes); err != nil {
+			return nil, &Error{Path: l.path, Err: err}
+		}
 		return deepCopy(l.v), nil
 	}
 	return l.v, nil
@@ -218,6 +249,12 @@ type listExpr struct {
 func (l *listExpr) Path() string { return l.path }
 
 func (l *listExpr) Eval(ctx *Context) (any, error) {
+	if ctx == nil || ctx.Budget == nil {
+		ctx = withDefaultBudget(ctx)
+	}
+	if err := ctx.Budget.charge(0, int64(len(l.elems)), 16*int64(len(l.elems))); err != nil {
+		return nil, &Error{Path: l.path, Err: err}
+	}
 	out := make([]any, len(l.elems))
 	for i, e := range l.elems {
 		v, err := e.Eval(ctx)
@@ -246,6 +283,13 @@ type mapSetter struct {
 func (m *mapExpr) Path() string { return m.path }
 
 func (m *mapExpr) Eval(ctx *Context) (any, error) {
+	if ctx == nil || ctx.Budget == nil {
+		ctx = withDefaultBudget(ctx)
+	}
+	n := int64(len(m.keys) + len(m.setters))
+	if err := ctx.Budget.charge(0, n, 16*n); err != nil {
+		return nil, &Error{Path: m.path, Err: err}
+	}
 	out := make(map[string]any, len(m.keys)+len(m.setters))
 	setters := m.setters
 	// The root setter "$." (first in key order) sets the base map that the
@@ -276,7 +320,7 @@ func (m *mapExpr) applySetter(out map[string]any, s mapSetter, ctx *Context) err
 	if err != nil {
 		return err
 	}
-	if err := s.setter.set(out, v); err != nil {
+	if err := s.setter.set(out, v, ctx.Budget); err != nil {
 		return &Error{Path: s.path, Err: err}
 	}
 	return nil
@@ -320,10 +364,10 @@ type call struct {
 	path   string
 	def    *opDef
 	args   []Expression
-	spread bool // variadic: args[0] evaluates to the operand list
-	cond   bool // @any/@all/@none: [cond, list] form
-	local  bool // inside a list operator's per-element argument
-	lit    any  // @noop
+	spread bool     // variadic: args[0] evaluates to the operand list
+	cond   bool     // @any/@all/@none: [cond, list] form
+	local  bool     // inside a list operator's per-element argument
+	noop   *literal // @noop
 	re     *regexp.Regexp
 	sel    labels.Selector
 	prog   cel.Program
@@ -331,7 +375,40 @@ type call struct {
 
 func (c *call) Path() string { return c.path }
 
-func (c *call) Eval(ctx *Context) (any, error) { return c.def.eval(c, ctx) }
+// Eval counts a step and evaluates the call; without a budget in ctx it
+// runs under a fresh one of DefaultLimits.
+func (c *call) Eval(ctx *Context) (any, error) {
+	if ctx == nil || ctx.Budget == nil {
+		ctx = withDefaultBudget(ctx)
+	}
+	if err := ctx.Budget.step(); err != nil {
+		return nil, c.budgetError(err)
+	}
+	return c.def.eval(c, ctx)
+}
+
+// budgetError locates a budget or cancellation error at c.
+func (c *call) budgetError(err error) *Error {
+	return &Error{Path: c.path, Op: c.op, Err: err}
+}
+
+// charge counts work of c to ctx's budget; see Budget.charge.
+func (c *call) charge(ctx *Context, steps, values, bytes int64) error {
+	if err := budgetOf(ctx).charge(steps, values, bytes); err != nil {
+		return c.budgetError(err)
+	}
+	return nil
+}
+
+// account counts the result v of c as built (see Budget.chargeValue).
+func (c *call) account(ctx *Context, v any) error {
+	if b := budgetOf(ctx); b != nil {
+		if err := b.chargeValue(v); err != nil {
+			return c.budgetError(err)
+		}
+	}
+	return nil
+}
 
 func (c *call) errorf(format string, args ...any) *Error {
 	return newError(c.path, c.op, format, args...)

@@ -193,6 +193,13 @@ func (q *Query) Select(v any) []any {
 }
 
 // Eval evaluates the query on ctx.Local (root "$$") or ctx.Subject.
+//
+// Under a budget (Context.Budget), a query that is not singular pays for
+// what it selects (one value and 16 bytes per node), and one on the local
+// subject also one step per list element and map entry of that subject
+// before it runs: the local subject may be a value built by the
+// evaluation whose lists and maps are shared many times over, which the
+// selection would visit as often.
 func (q *Query) Eval(ctx *Context) (any, error) {
 	var root any
 	if ctx != nil {
@@ -201,6 +208,20 @@ func (q *Query) Eval(ctx *Context) (any, error) {
 		} else {
 			root = ctx.Subject
 		}
+	}
+	if b := budgetOf(ctx); b != nil && !q.singular {
+		if q.local {
+			if err := b.visit(root); err != nil {
+				return nil, &Error{Path: q.path, Err: err}
+			}
+		}
+		r, _ := q.Get(root)
+		if l, ok := r.([]any); ok && !q.first {
+			if err := b.charge(0, int64(len(l)), 16*int64(len(l))); err != nil {
+				return nil, &Error{Path: q.path, Err: err}
+			}
+		}
+		return r, nil
 	}
 	r, _ := q.Get(root)
 	return r, nil
@@ -312,17 +333,21 @@ func (s *setter) Set(obj map[string]any, value any) error {
 	if obj == nil {
 		return newError("", "", "cannot set %s: object is nil", s.text)
 	}
-	if err := s.set(obj, value); err != nil {
+	if err := s.set(obj, value, nil); err != nil {
 		return &Error{Err: err}
 	}
 	return nil
 }
 
-func (s *setter) set(obj map[string]any, value any) error {
+// set is Set; the maps and lists it copies or makes are counted to b.
+func (s *setter) set(obj map[string]any, value any, b *Budget) error {
 	if s.isRoot() {
 		m, ok := value.(map[string]any)
 		if !ok {
 			return fmt.Errorf("cannot set %s: the value must be a map, got %s", s.text, typeName(value))
+		}
+		if err := b.charge(0, int64(len(m)), 16*int64(len(m))); err != nil {
+			return err
 		}
 		// Clone first: value may be obj itself or share it.
 		m = maps.Clone(m)
@@ -331,7 +356,7 @@ func (s *setter) set(obj map[string]any, value any) error {
 		return nil
 	}
 	first := s.segs[0].Name
-	v, err := s.setIn(obj[first], s.segs[1:], value, 1)
+	v, err := s.setIn(obj[first], s.segs[1:], value, 1, b)
 	if err != nil {
 		return err
 	}
@@ -340,7 +365,7 @@ func (s *setter) set(obj map[string]any, value any) error {
 }
 
 // setIn returns a copy of cur with value written at segs.
-func (s *setter) setIn(cur any, segs []Segment, value any, depth int) (any, error) {
+func (s *setter) setIn(cur any, segs []Segment, value any, depth int, b *Budget) (any, error) {
 	if len(segs) == 0 {
 		return value, nil
 	}
@@ -351,6 +376,9 @@ func (s *setter) setIn(cur any, segs []Segment, value any, depth int) (any, erro
 		case nil:
 			m = map[string]any{}
 		case map[string]any:
+			if err := b.charge(0, int64(len(c)), 16*int64(len(c))); err != nil {
+				return nil, err
+			}
 			m = maps.Clone(c)
 			if m == nil {
 				m = map[string]any{}
@@ -358,7 +386,7 @@ func (s *setter) setIn(cur any, segs []Segment, value any, depth int) (any, erro
 		default:
 			return nil, fmt.Errorf("cannot set %s: %s is of type %s, not a map", s.text, s.prefix(depth), typeName(cur))
 		}
-		v, err := s.setIn(m[seg.Name], segs[1:], value, depth+1)
+		v, err := s.setIn(m[seg.Name], segs[1:], value, depth+1, b)
 		if err != nil {
 			return nil, err
 		}
@@ -384,9 +412,13 @@ func (s *setter) setIn(cur any, segs []Segment, value any, depth int) (any, erro
 		return nil, fmt.Errorf("cannot set %s: index %d exceeds the largest settable index %d", s.text, seg.Index, maxSetterIndex)
 	}
 	// Past the end: pad with nulls up to i (Δ-controller's rule).
-	out := make([]any, max(len(l), i+1))
+	n := max(len(l), i+1)
+	if err := b.charge(0, int64(n), 16*int64(n)); err != nil {
+		return nil, err
+	}
+	out := make([]any, n)
 	copy(out, l)
-	v, err := s.setIn(out[i], segs[1:], value, depth+1)
+	v, err := s.setIn(out[i], segs[1:], value, depth+1, b)
 	if err != nil {
 		return nil, err
 	}

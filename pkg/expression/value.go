@@ -362,7 +362,12 @@ func compareIntFloat(a int64, b float64) int {
 // by value regardless of representation (int64(1) equals float64(1)), lists
 // element-wise, maps key-wise; values outside the model are normalized
 // first (see Normalize).
-func DeepEqual(a, b any) bool {
+func DeepEqual(a, b any) bool { return deepEqual(a, b, nil) }
+
+// deepEqual is DeepEqual; pay, when set, is told the length of every list
+// and map about to be compared and stops the comparison (false) by
+// returning false.
+func deepEqual(a, b any, pay func(n int) bool) bool {
 	if needsNormalize(a) {
 		a = Normalize(a)
 	}
@@ -380,23 +385,23 @@ func DeepEqual(a, b any) bool {
 		return ok && x == y
 	case []any:
 		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
+		if !ok || len(x) != len(y) || pay != nil && !pay(len(x)) {
 			return false
 		}
 		for i := range x {
-			if !DeepEqual(x[i], y[i]) {
+			if !deepEqual(x[i], y[i], pay) {
 				return false
 			}
 		}
 		return true
 	case map[string]any:
 		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
+		if !ok || len(x) != len(y) || pay != nil && !pay(len(x)) {
 			return false
 		}
 		for k, xv := range x {
 			yv, ok := y[k]
-			if !ok || !DeepEqual(xv, yv) {
+			if !ok || !deepEqual(xv, yv, pay) {
 				return false
 			}
 		}
@@ -500,7 +505,10 @@ func canonicalJSON(v any) string {
 
 // writeCanonical writes compact JSON with sorted map keys (the canonical
 // form used by @string and @hash). Non-finite floats, which JSON cannot
-// represent, are written as the strings "NaN", "+Inf" and "-Inf".
+// represent, are written as the strings "NaN", "+Inf" and "-Inf". Writing
+// stops once b holds more than maxStringLen bytes, whose callers refuse
+// such a result: a value whose lists and maps are shared many times over
+// costs at most that much to render.
 func writeCanonical(b *strings.Builder, v any, depth int) {
 	if depth > maxNormalizeDepth {
 		b.WriteString("null")
@@ -524,6 +532,9 @@ func writeCanonical(b *strings.Builder, v any, depth int) {
 	case []any:
 		b.WriteByte('[')
 		for i, e := range x {
+			if b.Len() > maxStringLen {
+				return // the caller refuses the result as too long
+			}
 			if i > 0 {
 				b.WriteByte(',')
 			}
@@ -538,6 +549,9 @@ func writeCanonical(b *strings.Builder, v any, depth int) {
 		slices.Sort(keys)
 		b.WriteByte('{')
 		for i, k := range keys {
+			if b.Len() > maxStringLen {
+				return // the caller refuses the result as too long
+			}
 			if i > 0 {
 				b.WriteByte(',')
 			}

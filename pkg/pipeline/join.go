@@ -35,7 +35,7 @@ type keyPart struct {
 type equality struct{ a, b keyPart }
 
 // compileJoin compiles the @join stage at stagePath.
-func compileJoin(arg any, stagePath string, sources []string) (*joinStage, error) {
+func compileJoin(arg any, stagePath string, sources []string, ev *evaluator) (*joinStage, error) {
 	cond, err := expression.Parse(arg, expression.Field(stagePath, opJoin))
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func compileJoin(arg any, stagePath string, sources []string) (*joinStage, error
 			build := combine
 			combine = func(l, r dbsp.Document) (dbsp.Document, bool, error) {
 				doc, _, _ := build(l, r)
-				v, err := eval(cond, doc)
+				v, err := ev.eval(cond, doc)
 				if err != nil {
 					return nil, false, docError(err, doc)
 				}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,6 +27,15 @@ type Options struct {
 	// Process call (see LimitError); 0 means no bound. Evaluate is never
 	// bounded.
 	MaxDeltaEntries int
+	// EvalLimits bound the work of each expression evaluated on one
+	// document: a @select's condition, a @project (each step of its list
+	// form), a @join's condition on one joined document, a @gather's or
+	// @groupBy's key and a @groupBy's value (see expression.Limits: a zero
+	// field is its default, a negative one no bound). A document whose
+	// evaluation exceeds them fails like any other evaluation error: it
+	// contributes nothing and its error, located at the expression that
+	// exceeded the budget, is returned with the output of the others.
+	EvalLimits expression.Limits
 }
 
 // Pipeline is a compiled pipeline: a dbsp circuit from the source
@@ -35,6 +45,7 @@ type Options struct {
 type Pipeline struct {
 	sources []string
 	opts    Options
+	ev      *evaluator
 	join    *joinStage // nil with a single source
 	stages  []stage
 	// secretSource: one source kind is Secret, whose core Secrets are
@@ -102,7 +113,9 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 			return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("duplicate source kind %q", s)}
 		}
 	}
-	p := &Pipeline{sources: slices.Clone(sources), opts: opts, secretSource: slices.Contains(sources, secretKind)}
+	p := &Pipeline{sources: slices.Clone(sources), opts: opts, secretSource: slices.Contains(sources, secretKind),
+		ev: &evaluator{limits: opts.EvalLimits}}
+	p.ev.begin(nil)
 
 	var specs []any
 	var paths []string
@@ -142,7 +155,7 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 			case i > 0:
 				return nil, &expression.Error{Path: paths[i], Err: errors.New("@join must be the first stage")}
 			}
-			if p.join, err = compileJoin(arg, paths[i], p.sources); err != nil {
+			if p.join, err = compileJoin(arg, paths[i], p.sources, p.ev); err != nil {
 				return nil, err
 			}
 			if opts.MaxDeltaEntries > 0 {
@@ -156,7 +169,7 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 		if i == 0 && len(sources) > 1 {
 			return nil, &expression.Error{Path: paths[i], Err: fmt.Errorf("a pipeline over several sources (%s) must start with @join", strings.Join(sources, ", "))}
 		}
-		op, err := compileStage(name, arg, paths[i])
+		op, err := compileStage(name, arg, paths[i], p.ev)
 		if err != nil {
 			return nil, err
 		}
@@ -289,9 +302,21 @@ func input(in map[string]*dbsp.ZSet, kind string) *dbsp.ZSet {
 // on its negated input), so the circuit's state is exactly as before the
 // call.
 func (p *Pipeline) Process(deltas map[string]*dbsp.ZSet) (*dbsp.ZSet, error) {
+	return p.ProcessContext(context.Background(), deltas)
+}
+
+// ProcessContext is Process whose evaluations stop when ctx ends: an
+// evaluation in progress returns within about a thousand steps (see
+// expression.Budget) with an error that wraps ctx's error, and so do the
+// evaluations of the documents after it. The circuit's state then misses
+// those documents: a caller that cancels a run must Reset the pipeline or
+// drop it.
+func (p *Pipeline) ProcessContext(ctx context.Context, deltas map[string]*dbsp.ZSet) (*dbsp.ZSet, error) {
 	if err := p.inputs(deltas); err != nil {
 		return nil, err
 	}
+	p.ev.begin(ctx)
+	defer p.ev.begin(nil)
 	return p.run(deltas, true)
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"strconv"
@@ -11,27 +12,41 @@ import (
 )
 
 // compileStage compiles a unary stage at stagePath, e.g. `pipeline[1]`.
-func compileStage(name string, arg any, stagePath string) (dbsp.Operator, error) {
+func compileStage(name string, arg any, stagePath string, ev *evaluator) (dbsp.Operator, error) {
 	path := expression.Field(stagePath, name) // the path of the argument
 	switch name {
 	case opSelect:
-		return compileSelect(arg, path)
+		return compileSelect(arg, path, ev)
 	case opProject:
-		return compileProject(arg, path)
+		return compileProject(arg, path, ev)
 	case opUnwind, opDemux:
 		return compileUnwind(name, arg, path)
 	case opGather, opMux:
-		return compileGather(name, arg, path)
+		return compileGather(name, arg, path, ev)
 	case opGroupBy:
-		return compileGroupBy(arg, path)
+		return compileGroupBy(arg, path, ev)
 	case opDistinct:
 		return dbsp.NewDistinct(), nil
 	}
 	return nil, &expression.Error{Path: stagePath, Err: fmt.Errorf("unknown pipeline stage %q", name)}
 }
 
-func eval(e expression.Expression, doc dbsp.Document) (any, error) {
-	return e.Eval(&expression.Context{Subject: doc})
+// evaluator evaluates the expressions of a pipeline, each on one document
+// under a fresh count of Options.EvalLimits (see expression.Run), and
+// cancelled with the context of the Process call that runs it.
+type evaluator struct {
+	limits expression.Limits
+	budget *expression.Budget
+}
+
+// begin readies the evaluator for a run cancelled with ctx (nil: never).
+func (ev *evaluator) begin(ctx context.Context) {
+	ev.budget = expression.NewBudget(ctx, ev.limits)
+}
+
+func (ev *evaluator) eval(e expression.Expression, doc dbsp.Document) (any, error) {
+	ev.budget.Reset()
+	return expression.Run(e, &expression.Context{Subject: doc, Budget: ev.budget})
 }
 
 // truth interprets a condition result: true, or false for false and null.
@@ -48,13 +63,13 @@ func truth(v any, path, op string) (bool, error) {
 // compileSelect compiles `@select <bool expr>` to a lifted filter
 // (linear): documents for which the condition is true pass, false or null
 // drop, anything else is an error.
-func compileSelect(arg any, path string) (dbsp.Operator, error) {
+func compileSelect(arg any, path string, ev *evaluator) (dbsp.Operator, error) {
 	cond, err := expression.Parse(arg, path)
 	if err != nil {
 		return nil, err
 	}
 	return dbsp.NewFilter(func(doc dbsp.Document) (bool, error) {
-		v, err := eval(cond, doc)
+		v, err := ev.eval(cond, doc)
 		if err == nil {
 			var ok bool
 			if ok, err = truth(v, path, opSelect); err == nil {
@@ -72,7 +87,7 @@ func compileSelect(arg any, path string) (dbsp.Operator, error) {
 // every step is evaluated on the stage's input document (so `$` is the input
 // in every step, never an earlier step's result) and merged into the result
 // with mergeStep. Every step must evaluate to a map.
-func compileProject(arg any, path string) (dbsp.Operator, error) {
+func compileProject(arg any, path string, ev *evaluator) (dbsp.Operator, error) {
 	var steps []expression.Expression
 	var paths []string
 	switch a := arg.(type) {
@@ -103,7 +118,7 @@ func compileProject(arg any, path string) (dbsp.Operator, error) {
 	return dbsp.NewMap(func(doc dbsp.Document) (dbsp.Document, error) {
 		var out map[string]any
 		for i, step := range steps {
-			v, err := eval(step, doc)
+			v, err := ev.eval(step, doc)
 			if err != nil {
 				return nil, docError(err, doc)
 			}
@@ -267,9 +282,9 @@ func describeLen(v any) string {
 
 // groupKey returns a KeyFunc evaluating key; documents whose key is null
 // (or missing) belong to no group and are dropped.
-func groupKey(key expression.Expression) dbsp.KeyFunc {
+func groupKey(key expression.Expression, ev *evaluator) dbsp.KeyFunc {
 	return func(doc dbsp.Document) (any, error) {
-		k, err := eval(key, doc)
+		k, err := ev.eval(key, doc)
 		if err != nil {
 			return nil, docError(err, doc)
 		}
@@ -350,7 +365,7 @@ func groupValues(ms []dbsp.Member, valued bool) (dbsp.Document, []any) {
 // Δ-controller, and each group with at least one other member yields its
 // first such member (see memberKey) with the list of the members' values set
 // at that path. A group whose members all lack the value yields nothing.
-func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
+func compileGather(name string, arg any, path string, ev *evaluator) (dbsp.Operator, error) {
 	key, value, valuePath, err := groupArgs(arg, path, name)
 	if err != nil {
 		return nil, err
@@ -371,7 +386,7 @@ func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
 		return nil, err
 	}
 	get := func(doc dbsp.Document) (any, error) { return pa.get(doc), nil }
-	return dbsp.NewGroupBy(groupKey(key), newMember(get), func(_ any, ms []dbsp.Member) (dbsp.Document, error) {
+	return dbsp.NewGroupBy(groupKey(key, ev), newMember(get), func(_ any, ms []dbsp.Member) (dbsp.Document, error) {
 		first, values := groupValues(ms, true)
 		if first == nil {
 			return nil, nil
@@ -389,7 +404,7 @@ func compileGather(name string, arg any, path string) (dbsp.Operator, error) {
 // dropped); each group yields {"key": key, "values": [value, ...]} with the
 // non-null values of the value expression over the group's members in the
 // order of memberKey.
-func compileGroupBy(arg any, path string) (dbsp.Operator, error) {
+func compileGroupBy(arg any, path string, ev *evaluator) (dbsp.Operator, error) {
 	key, value, valuePath, err := groupArgs(arg, path, opGroupBy)
 	if err != nil {
 		return nil, err
@@ -398,8 +413,8 @@ func compileGroupBy(arg any, path string) (dbsp.Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	get := func(doc dbsp.Document) (any, error) { return eval(val, doc) }
-	return dbsp.NewGroupBy(groupKey(key), newMember(get), func(k any, ms []dbsp.Member) (dbsp.Document, error) {
+	get := func(doc dbsp.Document) (any, error) { return ev.eval(val, doc) }
+	return dbsp.NewGroupBy(groupKey(key, ev), newMember(get), func(k any, ms []dbsp.Member) (dbsp.Document, error) {
 		first, values := groupValues(ms, false)
 		if first == nil {
 			return nil, nil
