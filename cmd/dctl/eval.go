@@ -110,7 +110,7 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 		return err
 	}
 	opts := operator.OfflineOptions{Versions: map[string]string{},
-		MaxDeltaEntries: o.limits.maxDeltaEntries, MaxObjectBytes: o.limits.maxObjectBytes}
+		MaxDeltaEntries: o.limits.maxDeltaEntries, MaxObjectBytes: o.limits.maxObjectBytes, EvalLimits: o.limits.evalLimits()}
 	for _, obj := range inputs {
 		gvk := obj.GroupVersionKind()
 		opts.Versions[gvk.Group+"/"+gvk.Kind] = gvk.Version

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/dcontroller/dcontroller/pkg/controller"
+	"github.com/dcontroller/dcontroller/pkg/expression"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
@@ -46,6 +47,13 @@ type managerFlags struct {
 type limitFlags struct {
 	maxDeltaEntries int
 	maxObjectBytes  int
+	// The evaluation budget of one expression on one document.
+	maxEvalSteps, maxEvalValues, maxEvalBytes int
+}
+
+// evalLimits returns the evaluation budget the flags set.
+func (l limitFlags) evalLimits() expression.Limits {
+	return expression.Limits{Steps: int64(l.maxEvalSteps), Values: int64(l.maxEvalValues), Bytes: int64(l.maxEvalBytes)}
 }
 
 func (l *limitFlags) register(cmd *cobra.Command) {
@@ -57,6 +65,15 @@ func (l *limitFlags) register(cmd *cobra.Command) {
 	fs.Var((*boundValue)(&l.maxObjectBytes), "max-object-bytes",
 		"the largest target object, in bytes of JSON, that a controller sends to the API server (1.5 MiB is etcd's default request limit); "+
 			"a larger one is not sent and its write fails (negative: no bound)")
+	l.maxEvalSteps, l.maxEvalValues, l.maxEvalBytes = expression.DefaultMaxSteps, expression.DefaultMaxValues, expression.DefaultMaxBytes
+	const evalHelp = "; an evaluation over it fails with an error naming the expression, reported in the operator's status, " +
+		"and the other objects and operators run on (negative: no bound)"
+	fs.Var((*boundValue)(&l.maxEvalSteps), "max-eval-steps",
+		"the most steps (operator calls, list elements visited, @cel cost units) one pipeline expression may take on one object"+evalHelp)
+	fs.Var((*boundValue)(&l.maxEvalValues), "max-eval-values",
+		"the most values (list elements, map entries, strings) one pipeline expression may build on one object"+evalHelp)
+	fs.Var((*boundValue)(&l.maxEvalBytes), "max-eval-bytes",
+		"the most bytes (string bytes, 16 per list element or map entry) one pipeline expression may build on one object"+evalHelp)
 }
 
 // boundValue is an int flag for a bound: positive, or negative for no
@@ -151,6 +168,7 @@ func (f *managerFlags) newManager(log logr.Logger) (ctrl.Manager, *operator.Runt
 		Logger:                     log,
 		MaxDeltaEntries:            f.limits.maxDeltaEntries,
 		MaxObjectBytes:             f.limits.maxObjectBytes,
+		EvalLimits:                 f.limits.evalLimits(),
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
+	"github.com/dcontroller/dcontroller/pkg/expression"
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/pipeline"
 	"github.com/dcontroller/dcontroller/pkg/source"
@@ -67,6 +68,13 @@ type Options struct {
 	// and its write fails with a RequestEntityTooLarge error. Views are not
 	// bounded. 0 means DefaultMaxObjectBytes, a negative value no bound.
 	MaxObjectBytes int
+	// EvalLimits bound the work of each expression of the pipeline on one
+	// document (see pipeline.Options.EvalLimits and expression.Limits; a
+	// zero field is expression.DefaultLimits' value, a negative one no
+	// bound). A document over them fails to evaluate, like any other
+	// evaluation error: it is reported in Errors and PipelineError and the
+	// others go through.
+	EvalLimits expression.Limits
 	// Concurrency is how many target writes of one batch may run at once
 	// (1 when 0). Offline runs use 1 so that runs are reproducible.
 	Concurrency int
@@ -192,6 +200,10 @@ type Controller struct {
 	// unencodable holds the target keys whose output JSON cannot carry (a
 	// NaN or ±Inf number), until their output changes; see checkEncodable.
 	unencodable map[object.Key]error
+	// cancelled is the error of a pipeline run cancelled by its context;
+	// the pipeline's state then misses that run's changes and the
+	// controller runs no more batches. Guarded by mu.
+	cancelled error
 }
 
 // New resolves and compiles a controller spec. Errors carry the spec path,
@@ -291,7 +303,8 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 	if err := json.Unmarshal(spec.Pipeline.Raw, &raw); err != nil {
 		return nil, fmt.Errorf("%s.pipeline: %w", path, err)
 	}
-	popts := pipeline.Options{Path: path + ".pipeline", MaxDeltaEntries: limitOf(opts.MaxDeltaEntries, DefaultMaxDeltaEntries)}
+	popts := pipeline.Options{Path: path + ".pipeline", MaxDeltaEntries: limitOf(opts.MaxDeltaEntries, DefaultMaxDeltaEntries),
+		EvalLimits: opts.EvalLimits}
 	if max := limitOf(opts.MaxObjectBytes, DefaultMaxObjectBytes); max > 0 && !c.target.IsView() && opts.Client != nil {
 		c.opts.Client = limitSize(opts.Client, max)
 	}
@@ -427,6 +440,9 @@ func (c *Controller) recordError(kind string, err error) {
 func (c *Controller) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.cancelled != nil {
+		return c.cancelled
+	}
 	deltas := map[string]*dbsp.ZSet{}
 	for _, s := range c.sources {
 		if s.Type != opv1a1.OneShot {
@@ -464,9 +480,19 @@ func (c *Controller) Handle(ctx context.Context, old, new *unstructured.Unstruct
 // the input objects and the outputs stay as they were, so later changes
 // compute on the last good state. The refusal is returned, recorded in
 // Errors and reported by PipelineError until the object changes again.
+//
+// When ctx ends while the pipeline runs (the operator is deleted or
+// replaced), the evaluation in progress stops within about a thousand
+// steps (see expression.Budget), nothing is written and the error, which
+// wraps ctx's, is returned; the controller is then stopped for good: its
+// pipeline state misses the batch, so HandleBatch and Start return that
+// error from then on.
 func (c *Controller) HandleBatch(ctx context.Context, changes []Change) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.cancelled != nil {
+		return c.cancelled
+	}
 	ran, perrs, werrs := c.handleBatch(ctx, changes, true)
 	if !ran {
 		return nil
@@ -479,7 +505,10 @@ func (c *Controller) HandleBatch(ctx context.Context, changes []Change) error {
 }
 
 func (c *Controller) process(ctx context.Context, deltas map[string]*dbsp.ZSet) error {
-	out, perr := c.runPipeline(deltas)
+	out, perr := c.runPipeline(ctx, deltas)
+	if c.cancelled != nil {
+		return c.cancelled
+	}
 	c.smu.Lock()
 	c.pipelineErr = perr
 	c.smu.Unlock()
@@ -492,10 +521,16 @@ func (c *Controller) process(ctx context.Context, deltas map[string]*dbsp.ZSet) 
 }
 
 // runPipeline runs one incremental pipeline step; errors other than a
-// *pipeline.LimitError are recorded.
-func (c *Controller) runPipeline(deltas map[string]*dbsp.ZSet) (*dbsp.ZSet, error) {
+// *pipeline.LimitError are recorded. A run cancelled by ctx sets
+// c.cancelled and returns its error, unrecorded, and no output.
+func (c *Controller) runPipeline(ctx context.Context, deltas map[string]*dbsp.ZSet) (*dbsp.ZSet, error) {
 	start := time.Now()
-	out, perr := c.pipe.Process(deltas)
+	out, perr := c.pipe.ProcessContext(ctx, deltas)
+	if cerr := ctx.Err(); cerr != nil && errors.Is(perr, cerr) {
+		c.cancelled = fmt.Errorf("controller %s stopped: its pipeline run was cancelled: %w", c.name, cerr)
+		c.opts.Logger.Info("pipeline run cancelled", "error", perr.Error())
+		return nil, c.cancelled
+	}
 	PipelineSeconds.WithLabelValues(c.opts.Operator, c.name).Observe(time.Since(start).Seconds())
 	if out != nil {
 		DeltasOut.WithLabelValues(c.opts.Operator, c.name).Add(float64(out.Len()))

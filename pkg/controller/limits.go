@@ -109,7 +109,10 @@ func (c *Controller) handleBatch(ctx context.Context, changes []Change, top bool
 		c.smu.Unlock()
 		DeltasIn.WithLabelValues(c.opts.Operator, c.name).Add(float64(len(changes)))
 	}
-	out, err := c.runPipeline(deltas)
+	out, err := c.runPipeline(ctx, deltas)
+	if c.cancelled != nil {
+		return true, []error{err}, nil
+	}
 	var le *pipeline.LimitError
 	if !errors.As(err, &le) {
 		c.smu.Lock()

@@ -30,6 +30,7 @@ import (
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/expression"
 	"github.com/dcontroller/dcontroller/pkg/informers"
 	"github.com/dcontroller/dcontroller/pkg/watchcodec"
 )
@@ -57,9 +58,11 @@ type ManagerOptions struct {
 	PprofAddr string
 	// Logger receives structured logs.
 	Logger logr.Logger
-	// MaxDeltaEntries and MaxObjectBytes are as in RuntimeOptions.
+	// MaxDeltaEntries, MaxObjectBytes and EvalLimits are as in
+	// RuntimeOptions.
 	MaxDeltaEntries int
 	MaxObjectBytes  int
+	EvalLimits      expression.Limits
 }
 
 // DefaultLeaderElectionID names the leader-election lock when
@@ -154,6 +157,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 		Logger:          opts.Logger.WithName("runtime"),
 		MaxDeltaEntries: opts.MaxDeltaEntries,
 		MaxObjectBytes:  opts.MaxObjectBytes,
+		EvalLimits:      opts.EvalLimits,
 	})
 	rt.received = received
 	return mgr, rt, nil

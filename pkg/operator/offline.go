@@ -15,6 +15,7 @@ import (
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
+	"github.com/dcontroller/dcontroller/pkg/expression"
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/view"
 )
@@ -34,9 +35,11 @@ type OfflineOptions struct {
 	MaxEvents int
 	// Logger receives structured logs.
 	Logger logr.Logger
-	// MaxDeltaEntries and MaxObjectBytes are as in RuntimeOptions.
+	// MaxDeltaEntries, MaxObjectBytes and EvalLimits are as in
+	// RuntimeOptions.
 	MaxDeltaEntries int
 	MaxObjectBytes  int
+	EvalLimits      expression.Limits
 	// Store, when set, is the store the run reads and writes instead of a
 	// new, empty one: the objects already in it are what a restarted
 	// manager finds in its cluster (see Start). A store must not be used
@@ -116,6 +119,7 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 				Logger:          opts.Logger,
 				MaxDeltaEntries: maxDeltaEntries(op, opts.MaxDeltaEntries),
 				MaxObjectBytes:  opts.MaxObjectBytes,
+				EvalLimits:      opts.EvalLimits,
 			}
 			if opts.Trace != nil {
 				copts.Trace = func(ctrl, stage string, d *dbsp.ZSet) { opts.Trace(opName, ctrl, stage, d) }

@@ -25,6 +25,7 @@ import (
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/controller"
+	"github.com/dcontroller/dcontroller/pkg/expression"
 	"github.com/dcontroller/dcontroller/pkg/informers"
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/sharding"
@@ -83,6 +84,11 @@ type RuntimeOptions struct {
 	// MaxObjectBytes bounds the encoded size of a target object (see
 	// controller.Options).
 	MaxObjectBytes int
+	// EvalLimits bound the work of each pipeline expression on one
+	// document (see controller.Options; zero fields: the defaults of
+	// expression.DefaultLimits). An evaluation in progress stops when its
+	// operator is deleted or replaced.
+	EvalLimits expression.Limits
 	// Ring, when set, is this manager's share of the work in a ring of
 	// active managers: an operator with spec.sharding Namespace runs here
 	// over the namespaces whose buckets Ring holds (the Reconciler restarts
@@ -816,6 +822,7 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 		OwnerLive:       r.ownerLive,
 		MaxDeltaEntries: run.maxDeltaEntries,
 		MaxObjectBytes:  r.opts.MaxObjectBytes,
+		EvalLimits:      r.opts.EvalLimits,
 		Scope:           run.scope,
 	})
 	if err != nil {
