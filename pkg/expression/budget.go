@@ -240,55 +240,60 @@ func Run(e Expression, ctx *Context) (any, error) {
 // limits and in maxNormalizeDepth levels; the walk stops at the first
 // limit passed.
 func (b *Budget) bound(v any) error {
-	var values, bytes int64
-	var walk func(v any, depth int) error
-	walk = func(v any, depth int) error {
-		switch x := v.(type) {
-		case string:
-			values++
-			bytes += int64(len(x))
-		case []any:
-			if depth > maxNormalizeDepth {
-				return fmt.Errorf("result nested more than %d levels deep", maxNormalizeDepth)
-			}
-			values += int64(len(x))
-			bytes += 16 * int64(len(x))
-			if values > b.max.Values || bytes > b.max.Bytes {
-				return b.over(values, bytes)
-			}
-			for _, e := range x {
-				if err := walk(e, depth+1); err != nil {
-					return err
-				}
-			}
-		case map[string]any:
-			if depth > maxNormalizeDepth {
-				return fmt.Errorf("result nested more than %d levels deep", maxNormalizeDepth)
-			}
-			values += int64(len(x))
-			bytes += 16 * int64(len(x))
-			if values > b.max.Values || bytes > b.max.Bytes {
-				return b.over(values, bytes)
-			}
-			for _, e := range x {
-				if err := walk(e, depth+1); err != nil {
-					return err
-				}
-			}
-		}
-		if values > b.max.Values || bytes > b.max.Bytes {
-			return b.over(values, bytes)
-		}
-		return nil
-	}
-	return walk(v, 0)
+	t := tally{max: b.max}
+	return t.walk(v, 0)
 }
 
-func (b *Budget) over(values, bytes int64) error {
-	if values > b.max.Values {
-		return &BudgetError{Limit: "values", Max: b.max.Values}
+// tally counts the values and bytes of a value counted as a tree.
+type tally struct {
+	max           Limits
+	values, bytes int64
+}
+
+func (t *tally) walk(v any, depth int) error {
+	switch x := v.(type) {
+	case string:
+		t.values++
+		t.bytes += int64(len(x))
+	case []any:
+		if err := t.container(len(x), depth); err != nil {
+			return err
+		}
+		for _, e := range x {
+			if err := t.walk(e, depth+1); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		if err := t.container(len(x), depth); err != nil {
+			return err
+		}
+		for _, e := range x {
+			if err := t.walk(e, depth+1); err != nil {
+				return err
+			}
+		}
 	}
-	return &BudgetError{Limit: "bytes", Max: b.max.Bytes}
+	return t.over()
+}
+
+func (t *tally) container(n, depth int) error {
+	if depth > maxNormalizeDepth {
+		return fmt.Errorf("result nested more than %d levels deep", maxNormalizeDepth)
+	}
+	t.values += int64(n)
+	t.bytes += 16 * int64(n)
+	return t.over()
+}
+
+func (t *tally) over() error {
+	switch {
+	case t.values > t.max.Values:
+		return &BudgetError{Limit: "values", Max: t.max.Values}
+	case t.bytes > t.max.Bytes:
+		return &BudgetError{Limit: "bytes", Max: t.max.Bytes}
+	}
+	return nil
 }
 
 // visit walks v as a tree, charging one step per list element and map

@@ -37,10 +37,19 @@ func compileStage(name string, arg any, stagePath string, ev *evaluator) (dbsp.O
 type evaluator struct {
 	limits expression.Limits
 	budget *expression.Budget
+	// idle is the budget of runs that are never cancelled.
+	idle *expression.Budget
 }
 
 // begin readies the evaluator for a run cancelled with ctx (nil: never).
 func (ev *evaluator) begin(ctx context.Context) {
+	if ctx == nil || ctx.Done() == nil {
+		if ev.idle == nil {
+			ev.idle = expression.NewBudget(nil, ev.limits)
+		}
+		ev.budget = ev.idle
+		return
+	}
 	ev.budget = expression.NewBudget(ctx, ev.limits)
 }
 
