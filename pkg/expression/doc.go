@@ -88,4 +88,16 @@
 //	spec.x["@len"]: @len: argument must be a list, string or map, got bool
 //
 // Field and Index build such paths.
+//
+// # Budget
+//
+// An evaluation runs under a Budget of Limits (steps, values built, bytes
+// built; DefaultLimits unless the Context carries one) and the context that
+// cancels it; exceeding a limit or being cancelled is an *Error at the
+// expression where it happened, e.g.
+//
+//	spec.x["@map"][0]["@range"]: @range: evaluation exceeded its budget of 2097152 values
+//
+// Run also bounds the size of the result. @cel keeps its own cost limit per
+// call and counts what the call cost as steps.
 package expression
