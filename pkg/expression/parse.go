@@ -100,7 +100,10 @@ func parse(spec any, path string, sc scope) (Expression, error) {
 		return &literal{path: path, v: n}, nil
 	}
 	if n, _, ok := numberOf(spec); ok {
-		return parse(n.value(), path, sc)
+		if !n.isInt && (math.IsNaN(n.f) || math.IsInf(n.f, 0)) {
+			return nil, newError(path, "", "%s is not a finite number (%s)", formatFloat(n.f), nonFiniteHint)
+		}
+		return &literal{path: path, v: n.value()}, nil
 	}
 	n, _, err := normalize(spec, 0)
 	if err != nil {
