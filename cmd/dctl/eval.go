@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
@@ -46,8 +45,9 @@ each input's deltas can be followed; the final state is the same. Without
 
 The output is the final state of every target kind: all objects of that kind,
 sorted by apiVersion, kind, namespace and name, as a YAML stream (-o yaml) or
-a v1 List (-o json). With --trace, each delta through each pipeline stage is
-printed to stderr as "<operator>/<controller> <stage> <weight> <object>".
+a v1 List (-o json), written as it is encoded. With --trace,
+each delta through each pipeline stage is printed to stderr as
+"<operator>/<controller> <stage> <weight> <object>".
 
 Exit status: 0 on success, 1 when an operator or input is invalid, 2 when
 the controllers ran but reported errors (printed to stderr).`,
@@ -232,37 +232,4 @@ func readOperators(path string) ([]*opv1a1.Operator, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return ops, nil
-}
-
-func writeObjects(w io.Writer, format string, objs []*unstructured.Unstructured) error {
-	switch format {
-	case "json":
-		items := make([]any, 0, len(objs))
-		for _, obj := range objs {
-			items = append(items, obj.Object)
-		}
-		list := map[string]any{"apiVersion": "v1", "kind": "List", "metadata": map[string]any{}, "items": items}
-		b, err := json.MarshalIndent(list, "", "    ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	default:
-		for i, obj := range objs {
-			b, err := yaml.Marshal(obj.Object)
-			if err != nil {
-				return err
-			}
-			if i > 0 {
-				if _, err := io.WriteString(w, "---\n"); err != nil {
-					return err
-				}
-			}
-			if _, err := w.Write(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 }
