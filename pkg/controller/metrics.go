@@ -3,6 +3,8 @@ package controller
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 )
 
 // Prometheus metrics of declarative controllers, registered in
@@ -45,10 +47,69 @@ var (
 		Name: "dcontroller_errors_total",
 		Help: "Controller errors by kind (pipeline, output, write).",
 	}, []string{"operator", "controller", "kind"})
+	// Ready is 1 while a controller runs (started: its sources' informers
+	// synced and its initial state reconciled) and 0 while it starts or
+	// when its start failed (invalid, or retried with backoff); the series
+	// exists from the operator's start to its stop.
+	Ready = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dcontroller_controller_ready",
+		Help: "1 when a controller of an operator runs (started, its sources synced), 0 while it starts or when its start failed.",
+	}, []string{"operator", "controller"})
 )
 
+// errorKinds are the values of the kind label of Errors.
+var errorKinds = []string{"pipeline", "output", "write"}
+
 func init() {
-	metrics.Registry.MustRegister(DeltasIn, DeltasOut, PipelineSeconds, TargetWrites, TargetSkipped, Errors)
+	metrics.Registry.MustRegister(DeltasIn, DeltasOut, PipelineSeconds, TargetWrites, TargetSkipped, Errors, Ready)
+}
+
+// writeOperations are the operation label values of TargetWrites that a
+// target of type t may count (see Controller.write): an Updater creates,
+// updates and deletes; a Patcher patches; an Applier applies (a view or an
+// offline store: creates and patches). "" is Updater.
+func writeOperations(t opv1a1.TargetType) []string {
+	switch t {
+	case opv1a1.Patcher:
+		return []string{"patch"}
+	case opv1a1.Applier:
+		return []string{"apply", "create", "patch"}
+	default:
+		return []string{"create", "update", "delete"}
+	}
+}
+
+// InitMetrics creates the series of one controller of operator, whose
+// target has type target, at 0 (Ready included), so that a controller that
+// has seen no change yet is on every chart as a quiet one, as
+// controller-runtime does for its own controllers: the counters without
+// other labels, Errors for each kind, TargetWrites for each operation of
+// the target's type (writeOperations) and result, and an empty
+// PipelineSeconds histogram. DeleteMetrics removes them.
+func InitMetrics(operator, controller string, target opv1a1.TargetType) {
+	DeltasIn.WithLabelValues(operator, controller)
+	DeltasOut.WithLabelValues(operator, controller)
+	PipelineSeconds.WithLabelValues(operator, controller)
+	TargetSkipped.WithLabelValues(operator, controller)
+	for _, k := range errorKinds {
+		Errors.WithLabelValues(operator, controller, k)
+	}
+	for _, op := range writeOperations(target) {
+		for _, result := range []string{"success", "error"} {
+			TargetWrites.WithLabelValues(operator, controller, op, result)
+		}
+	}
+	Ready.WithLabelValues(operator, controller).Set(0)
+}
+
+// SetReady sets the Ready gauge of one controller: 1 when it runs, 0
+// otherwise.
+func SetReady(operator, controller string, ready bool) {
+	v := 0.0
+	if ready {
+		v = 1
+	}
+	Ready.WithLabelValues(operator, controller).Set(v)
 }
 
 // DeleteMetrics removes the series of one controller (when it stops).
@@ -56,7 +117,7 @@ func DeleteMetrics(operator, controller string) {
 	labels := prometheus.Labels{"operator": operator, "controller": controller}
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{DeltasIn, DeltasOut, PipelineSeconds, TargetWrites, TargetSkipped, Errors} {
+	}{DeltasIn, DeltasOut, PipelineSeconds, TargetWrites, TargetSkipped, Errors, Ready} {
 		v.DeletePartialMatch(labels)
 	}
 }

@@ -135,6 +135,9 @@ func isRetryable(err error) bool {
 type hooks struct {
 	syncHook, finHook hook.Caller
 	version, finVer   mcv1a1.HookVersion
+	// custHook is the customize hook (nil without one), kept for its
+	// metrics: the related-objects rules call it.
+	custHook hook.Caller
 }
 
 // newHooks builds the sync, finalize and customize hooks of a controller
@@ -163,6 +166,7 @@ func newHooks(d deps, controller string, sync, finalize, customize *mcv1a1.Hook,
 		return hooks{}, nil, err
 	}
 	hs.version, hs.finVer = hookVersion(sync), hookVersion(finalize)
+	hs.custHook = cust
 	return hs, cust, nil
 }
 
@@ -471,6 +475,7 @@ func (e *engine) start(ctx context.Context) error {
 			}
 		}()
 	}
+	startedMetrics(e.name, e.syncHook, e.finHook, e.custHook)
 	return nil
 }
 

@@ -242,6 +242,8 @@ func (r *runner) haltKey(key string) (release func()) {
 	delete(r.running, key)
 	r.mu.Unlock()
 	if cur == nil {
+		// A controller whose start failed has its ready gauge at 0.
+		forgetMetrics(key)
 		return func() {}
 	}
 	release = cur.halt()
@@ -275,6 +277,7 @@ func (r *runner) upsert(key, st string, start func() (*running, error)) (bool, e
 	defer release()
 	run, err := start()
 	if err != nil {
+		startFailedMetrics(key)
 		return true, err
 	}
 	run.stamp = st

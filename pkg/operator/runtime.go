@@ -671,6 +671,11 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 		names = append(names, spec.Name)
 	}
 	r.live.set(op.Name, names)
+	// Every controller's series exist from now on, at 0 and not ready,
+	// until stop deletes them.
+	for i, spec := range op.Spec.Controllers {
+		controller.InitMetrics(op.Name, controllerName(i, spec), spec.Target.Type)
+	}
 	// fail records controller name's failed start (ended now).
 	fail := func(name string, err error, reason string) {
 		run.mu.Lock()
@@ -732,6 +737,7 @@ func (r *Runtime) startWithRetries(run *running, opName string, i int, spec opv1
 		delete(run.starting, name)
 		run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 		run.mu.Unlock()
+		controller.SetReady(opName, name, true)
 		return
 	}
 	fail(name, err, reason)
@@ -762,6 +768,7 @@ func (r *Runtime) startWithRetries(run *running, opName string, i int, spec opv1
 				delete(run.reasons, name)
 				run.since[name] = metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 				run.mu.Unlock()
+				controller.SetReady(opName, name, true)
 				log.Info("controller started after retry", "controller", name)
 				retried()
 				return
