@@ -333,9 +333,9 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 		return nil
 	}
 	w := writes{}
-	followUp := false
+	followUp, after := false, time.Duration(0)
 	done := c.track(pk)
-	defer func() { done(w, followUp) }()
+	defer func() { done(w, followUp, after) }()
 
 	deleting := parent.GetDeletionTimestamp() != nil
 	matches := c.parentSel.Matches(labels.Set(parent.GetLabels()))
@@ -449,15 +449,15 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 	} else {
 		errs = append(errs, c.manage(ctx, parent, c.children, observed, desired, w)...)
 	}
-	// observedGeneration goes with the hook's status; a null status (left
-	// alone, at most our condition changes) keeps the one there is. A
-	// status computed before the children this sync wrote exist is not
-	// written when the follow-up will send the hook those children and
-	// write the status it answers then (deferStatus).
-	cur := parent
-	if c.deferStatus(finalizing, parent, w, errs) {
-		c.log.V(2).Info("status left to the follow-up", "parent", pk.String(), "writes", len(w))
-	} else if cur, err = c.writeStatus(ctx, parent, resultStatus(parent, resp.Status, errs), resp.Status != nil, w); err != nil {
+	// The status of every answer is written, after its children, as
+	// Metacontroller does: the next request (the follow-up that sends the
+	// hook the children it asked for, too) carries it, so a hook that
+	// records there what it did (the id of an external object it created)
+	// sees it. observedGeneration goes with the hook's status; a null
+	// status (left alone, at most our condition changes) keeps the one
+	// there is.
+	cur, err := c.writeStatus(ctx, parent, resultStatus(parent, resp.Status, errs), resp.Status != nil, w)
+	if err != nil {
 		parentErrs = append(parentErrs, err)
 		c.statusRefused(ctx, parent, err, w)
 	}
@@ -470,7 +470,7 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 		c.resyncAfter(pk, resyncDuration(resp.ResyncAfterSeconds))
 	}
 	followUp = len(w) > 0 && !(c.ignoreSt && len(w) == 1 && hasRef(w, parent)) && (c.followUp || finalizing || c.rolling)
-	followUp = c.settleFollowUp(pk, parent, w, followUp)
+	followUp, after = c.settleFollowUp(pk, parent, w, followUp, len(errs)+len(parentErrs) > 0)
 	c.log.V(1).Info("synced", "parent", pk.String(), "hook", hookName, "writes", len(w), "errors", len(errs))
 	if len(errs)+len(parentErrs) > 0 {
 		// Not fingerprinted: the retry must apply the same desired state
@@ -479,24 +479,6 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 	}
 	c.synced(st, fp)
 	return nil
-}
-
-// deferStatus reports whether a sync that wrote w (and failed the child
-// writes errs) leaves the parent's status to its follow-up: the follow-up
-// is on (SyncAfterWritesAnnotation), the sync wrote at least one object
-// other than the parent and every child write succeeded, so the parent is
-// synced again as soon as the events of those writes arrive (or
-// expectationTimeout after the writes, if they never do) and the hook's
-// answer to what it then observes is written. The hook's answer now was
-// computed from children that are being written; writing it would cost a
-// status write, its event and a watch notification per parent for a
-// status the follow-up replaces. Finalizing syncs and rolling updates
-// write it: their follow-ups may wait for other objects.
-func (c *composite) deferStatus(finalizing bool, parent *unstructured.Unstructured, w writes, errs []error) bool {
-	if !c.followUp || finalizing || c.rolling || len(errs) > 0 {
-		return false
-	}
-	return len(w) > 1 || (len(w) == 1 && !hasRef(w, parent))
 }
 
 func hasRef(w writes, o *unstructured.Unstructured) bool {

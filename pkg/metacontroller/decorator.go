@@ -258,9 +258,9 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 		return nil
 	}
 	w := writes{}
-	followUp := false
+	followUp, after := false, time.Duration(0)
 	done := c.track(pk)
-	defer func() { done(w, followUp) }()
+	defer func() { done(w, followUp, after) }()
 
 	matches := dr.matches(obj)
 	hasFin := slices.Contains(obj.GetFinalizers(), c.finalizer)
@@ -374,7 +374,7 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 	if resp.ResyncAfterSeconds > 0 {
 		c.resyncAfter(pk, resyncDuration(resp.ResyncAfterSeconds))
 	}
-	followUp = c.settleFollowUp(pk, obj, w, len(w) > 0 && (c.followUp || finalizing))
+	followUp, after = c.settleFollowUp(pk, obj, w, len(w) > 0 && (c.followUp || finalizing), len(errs)+len(parentErrs) > 0)
 	if len(errs)+len(parentErrs) > 0 {
 		// Not fingerprinted: the retry must apply the same desired state
 		// again. The API server's refusal is reported on the object.

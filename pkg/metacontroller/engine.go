@@ -234,9 +234,9 @@ type parentState struct {
 	forced bool
 	// resyncAt: when the hook's resyncAfterSeconds asked for a sync.
 	resyncAt time.Time
-	// selfWrites counts the consecutive syncs whose only write was to
-	// the parent itself (its status, labels or annotations).
-	selfWrites int
+	// unsettled counts the consecutive syncs that wrote something and
+	// were followed up (settleFollowUp).
+	unsettled int
 	// customize caches the customize hook's answer.
 	customizeKey string
 	related      []relatedRule
@@ -360,37 +360,87 @@ func (e *engine) takeForced(pk parentKey, st *parentState) bool {
 	return forced
 }
 
-// maxSelfWriteFollowUps is how many syncs in a row may be followed up
-// although they wrote nothing but the parent itself.
-const maxSelfWriteFollowUps = 3
+// maxQuickFollowUps is how many syncs in a row that each wrote something
+// (the parent's status, labels, annotations or finalizers, a child or an
+// attachment) are followed up at once. A hook whose answers converge
+// stops writing within a few rounds (create the children, then report
+// them in the status); one whose answers change on every call (a timestamp
+// in its status, a counter in a child) would be called in a hot loop.
+const maxQuickFollowUps = 8
 
-// settleFollowUp decides whether a sync of parent whose writes were w is
-// followed up. A hook whose answer changes the parent on every call (a
-// timestamp in its status) would otherwise be called in a loop: after
-// maxSelfWriteFollowUps such syncs in a row, a write to the parent alone
-// no longer triggers a follow-up; the hook is called at the next change
-// or resync. A Warning Event (StatusNotSettling) says so once per streak.
-func (e *engine) settleFollowUp(pk parentKey, parent *unstructured.Unstructured, w writes, followUp bool) bool {
+// Delays of the follow-ups of a sync streak beyond maxQuickFollowUps: the
+// first one waits unsettledBackoffBase, each next one twice as long as
+// the last, at most unsettledBackoffMax.
+const (
+	unsettledBackoffBase = time.Second
+	unsettledBackoffMax  = 2 * time.Minute
+)
+
+// EventStatusNotSettling is the reason of the Warning Event recorded on a
+// parent (or decorated object) whose hook's answers wrote something on
+// more than maxQuickFollowUps syncs in a row.
+const EventStatusNotSettling = "StatusNotSettling"
+
+// unsettledDelay is the delay of the follow-up of the n-th sync in a row
+// that wrote something (0: at once): 0 up to maxQuickFollowUps, then
+// unsettledBackoffBase doubling up to unsettledBackoffMax.
+func unsettledDelay(n int) time.Duration {
+	if n <= maxQuickFollowUps {
+		return 0
+	}
+	d := unsettledBackoffBase
+	for i := maxQuickFollowUps + 1; i < n && d < unsettledBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, unsettledBackoffMax)
+}
+
+// settleFollowUp decides how a sync of parent whose writes were w is
+// followed up (followUp: the sync asks for one). It counts the syncs in a
+// row that wrote anything and were followed up; a sync that writes
+// nothing, or that records the progress of a rolling update (a
+// ControllerRevision write), ends the streak. Up to maxQuickFollowUps of
+// them are followed up at once (now: once the events of the writes have
+// arrived); beyond, the follow-up comes after unsettledDelay (after, for
+// track's function), so a hook whose answers never settle is called at a
+// falling rate instead of in a loop, and one that settles late still gets
+// there. Changes of what the parent observes still sync it at once. A
+// Warning Event (EventStatusNotSettling) says so once per streak. A sync
+// that failed (failed) is retried with the failure backoff instead of a
+// delayed follow-up (after is 0).
+func (e *engine) settleFollowUp(pk parentKey, parent *unstructured.Unstructured, w writes, followUp, failed bool) (now bool, after time.Duration) {
 	st := e.state(pk)
-	onlyParent := len(w) == 1 && hasRef(w, parent)
+	progress := false
+	for ref := range w {
+		if ref.gvk == controllerRevisionGVK {
+			progress = true
+		}
+	}
 	e.mu.Lock()
-	if !followUp || !onlyParent {
-		st.selfWrites = 0
+	if !followUp || len(w) == 0 || progress {
+		st.unsettled = 0
 		e.mu.Unlock()
-		return followUp
+		return followUp, 0
 	}
-	st.selfWrites++
-	n := st.selfWrites
+	st.unsettled++
+	n := st.unsettled
 	e.mu.Unlock()
-	if n <= maxSelfWriteFollowUps {
-		return true
+	d := unsettledDelay(n)
+	if d == 0 {
+		return true, 0
 	}
-	if n == maxSelfWriteFollowUps+1 {
-		e.log.Info("the hook's answer changes the parent on every call; not following up on its own writes until something else changes", "parent", pk.String())
-		e.warn(parent, "StatusNotSettling", "Sync",
-			"the hook's answer changed this object on each of the last %d syncs with nothing else changing (e.g. a timestamp in its status); it is called again at the next change or resync", maxSelfWriteFollowUps+1)
+	if n == maxQuickFollowUps+1 {
+		e.log.Info("the hook's answers write something at every sync; following up on its writes with a growing delay until a sync writes nothing", "parent", pk.String(), "syncs", n)
+		e.warn(parent, EventStatusNotSettling, "Sync",
+			"the hook's answers wrote to this object or its children on each of the last %d syncs (e.g. a timestamp in its status or a counter in a child); "+
+				"the syncs that follow up on its writes are now delayed, from %s doubling up to %s, until a sync writes nothing",
+			n, unsettledBackoffBase, unsettledBackoffMax)
 	}
-	return false
+	if failed {
+		return false, 0
+	}
+	e.log.V(1).Info("answers not settling; follow-up delayed", "parent", pk.String(), "syncs", n, "delay", d.String())
+	return false, d
 }
 
 // observed routes an event that concerns pk through the expectations.
@@ -401,15 +451,22 @@ func (e *engine) observed(pk parentKey, obj *unstructured.Unstructured, deleted 
 }
 
 // track opens the expectations of a sync of pk; the returned function
-// closes them with the sync's writes and schedules the follow-up (now, or
-// after the expectations expire if their events never come).
-func (e *engine) track(pk parentKey) func(w writes, followUp bool) {
+// closes them with the sync's writes and schedules the follow-up: now
+// (followUp, once the events of the writes have arrived), after the
+// delay after (settleFollowUp; a sync then still waiting for those events
+// is skipped and happens when they arrive), or, when neither, after the
+// expectations expire if their events never come.
+func (e *engine) track(pk parentKey) func(w writes, followUp bool, after time.Duration) {
 	e.exp.begin(pk)
-	return func(w writes, followUp bool) {
+	return func(w writes, followUp bool, after time.Duration) {
 		resync, waiting := e.exp.finish(pk, w, followUp)
 		switch {
 		case resync:
 			e.enqueue(pk)
+		case after > 0:
+			// Not with the timer below too: the queue keeps the earlier
+			// of two, which would cut a longer delay short.
+			e.queue.AddAfter(pk, after)
 		case waiting:
 			e.log.V(2).Info("awaiting the events of our writes", "parent", pk.String(), "writes", e.exp.waitingFor(pk))
 			e.queue.AddAfter(pk, expectationTimeout+time.Second)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -288,36 +289,18 @@ func TestFollowUpAnnotation(t *testing.T) {
 	}
 }
 
-func TestDeferStatus(t *testing.T) {
-	parent := u("e2e.dcontroller.io/v1", "BenchParent", "ns", "p", "5")
-	child := u("v1", "ConfigMap", "ns", "p-0", "6")
-	withChild := writes{refOf(child): "6"}
-	both := writes{refOf(child): "6", refOf(parent): "7"}
-	onlyParent := writes{refOf(parent): "7"}
-	failed := []error{errors.New("creating ConfigMap ns/p-1: refused")}
+func TestUnsettledDelay(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
-		followUp   bool
-		rolling    bool
-		finalizing bool
-		w          writes
-		errs       []error
-		want       bool
+		n    int
+		want time.Duration
 	}{
-		{"child written, follow-up on", true, false, false, withChild, nil, true},
-		{"child and parent written", true, false, false, both, nil, true},
-		{"nothing written", true, false, false, writes{}, nil, false},
-		{"only the parent written", true, false, false, onlyParent, nil, false},
-		{"follow-up off", false, false, false, withChild, nil, false},
-		{"a child write failed", true, false, false, withChild, failed, false},
-		{"finalizing", true, false, true, withChild, nil, false},
-		{"rolling update", true, true, false, withChild, nil, false},
+		{1, 0}, {maxQuickFollowUps, 0},
+		{maxQuickFollowUps + 1, time.Second}, {maxQuickFollowUps + 2, 2 * time.Second}, {maxQuickFollowUps + 4, 8 * time.Second},
+		{maxQuickFollowUps + 8, 2 * time.Minute}, // 128s, capped
+		{1 << 30, 2 * time.Minute},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := &composite{engine: &engine{followUp: tc.followUp}, rolling: tc.rolling}
-			if got := c.deferStatus(tc.finalizing, parent, tc.w, tc.errs); got != tc.want {
-				t.Errorf("deferStatus = %v, want %v", got, tc.want)
-			}
-		})
+		if got := unsettledDelay(tc.n); got != tc.want {
+			t.Errorf("unsettledDelay(%d) = %s, want %s", tc.n, got, tc.want)
+		}
 	}
 }
