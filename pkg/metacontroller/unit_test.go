@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
@@ -302,5 +304,80 @@ func TestUnsettledDelay(t *testing.T) {
 		if got := unsettledDelay(tc.n); got != tc.want {
 			t.Errorf("unsettledDelay(%d) = %s, want %s", tc.n, got, tc.want)
 		}
+	}
+}
+
+// TestSettleFollowUp: every write of an answer counts in the loop guard; a
+// streak beyond maxQuickFollowUps gets delayed follow-ups and one Event,
+// a sync that writes nothing or moves a rollout on ends it.
+func TestSettleFollowUp(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	e := newEngine(deps{recorder: rec, log: logr.Discard()}, "compositecontroller/x")
+	defer e.queue.ShutDown()
+	parent := u("e2e.dcontroller.io/v1", "Widget", "ns", "p", "5")
+	pk := parentKey{gvk: parent.GroupVersionKind(), NamespacedName: keyOf(parent)}
+	child := writes{refOf(u("v1", "ConfigMap", "ns", "p-0", "6")): "7"}
+	status := writes{refOf(parent): "8"}
+	rev := writes{refOf(u("v1", "ConfigMap", "ns", "p-0", "6")): "9", refOf(u(controllerRevisionGVK.GroupVersion().String(), "ControllerRevision", "ns", "r", "3")): "10"}
+	eventsSeen := func() int {
+		n := 0
+		for {
+			select {
+			case ev := <-rec.Events:
+				if !strings.Contains(ev, EventStatusNotSettling) {
+					t.Errorf("unexpected event %q", ev)
+				}
+				n++
+			default:
+				return n
+			}
+		}
+	}
+	step := func(w writes, failed bool) (bool, time.Duration) {
+		return e.settleFollowUp(pk, parent, w, len(w) > 0, failed)
+	}
+
+	// A hook that settles after some rounds: never delayed, no Event, and
+	// its next streak starts from zero.
+	for round := 0; round < 2; round++ {
+		for i := 0; i < maxQuickFollowUps; i++ {
+			w := child
+			if i%2 == 1 {
+				w = status
+			}
+			if now, after := step(w, false); !now || after != 0 {
+				t.Fatalf("round %d, sync %d: now=%v after=%s, want an immediate follow-up", round, i+1, now, after)
+			}
+		}
+		if now, after := step(writes{}, false); now || after != 0 {
+			t.Fatalf("a sync without writes: now=%v after=%s", now, after)
+		}
+	}
+	// Beyond maxQuickFollowUps: delayed, 1s then 2s, one Event.
+	for i := 0; i < maxQuickFollowUps; i++ {
+		step(child, false)
+	}
+	if now, after := step(child, false); now || after != time.Second {
+		t.Errorf("sync %d: now=%v after=%s, want a follow-up after 1s", maxQuickFollowUps+1, now, after)
+	}
+	if now, after := step(status, false); now || after != 2*time.Second {
+		t.Errorf("sync %d: now=%v after=%s, want a follow-up after 2s", maxQuickFollowUps+2, now, after)
+	}
+	// A failed sync is retried with the failure backoff, not delayed too.
+	if now, after := step(child, true); now || after != 0 {
+		t.Errorf("failed sync: now=%v after=%s, want neither", now, after)
+	}
+	if n := eventsSeen(); n != 1 {
+		t.Errorf("%d StatusNotSettling events, want 1", n)
+	}
+	// Rollout progress ends the streak.
+	if now, _ := step(rev, false); !now {
+		t.Error("a ControllerRevision write is not followed up at once")
+	}
+	if now, after := step(child, false); !now || after != 0 {
+		t.Errorf("after rollout progress: now=%v after=%s, want an immediate follow-up", now, after)
+	}
+	if n := eventsSeen(); n != 0 {
+		t.Errorf("%d more events", n)
 	}
 }
