@@ -97,6 +97,7 @@ func TestMetacontrollerStatusOfEveryAnswer(t *testing.T) {
 		return map[string]any{"children": []any{child}, "status": map[string]any{"externalID": id}}
 	})
 	applyMC(t, ledgerCC("ledgers-external", h.URL))
+	t.Cleanup(func() { _, _ = kubectl(t, "", "-n", ns, "delete", "ledgers", "--all", "--wait=false") })
 
 	mustKubectl(t, ledgerYAML(ns, "db"), "apply", "-f", "-")
 	eventually(t, 30*time.Second, func() string {
@@ -156,7 +157,10 @@ func TestMetacontrollerAnswersNotSettling(t *testing.T) {
 		}
 		// Staged: one child more than observed, up to 5; converges
 		// after 6 writing rounds (the last one writes the status only).
-		stagedCalls.Add(1)
+		// (Ledgers of other tests get this answer too.)
+		if name == "staged" {
+			stagedCalls.Add(1)
+		}
 		var children []any
 		for i := 0; i < min(len(observed)+1, 5); i++ {
 			children = append(children, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
@@ -165,6 +169,7 @@ func TestMetacontrollerAnswersNotSettling(t *testing.T) {
 		return map[string]any{"children": children, "status": map[string]any{"children": len(observed)}}
 	})
 	applyMC(t, ledgerCC("ledgers-loop", h.URL))
+	t.Cleanup(func() { _, _ = kubectl(t, "", "-n", ns, "delete", "ledgers", "--all", "--wait=false") })
 
 	// The converging hook: five children, the status reports them, no
 	// Event, and then no calls.
