@@ -45,7 +45,9 @@ each input's deltas can be followed; the final state is the same. Without
 
 The output is the final state of every target kind: all objects of that kind,
 sorted by apiVersion, kind, namespace and name, as a YAML stream (-o yaml) or
-a v1 List (-o json), written as it is encoded. With --trace,
+a v1 List (-o json), written as it is encoded. Writes are checked as the
+API server checks them: an output of a namespaced native kind without
+metadata.namespace is an error, with the API server's answer. With --trace,
 each delta through each pipeline stage is printed to stderr as
 "<operator>/<controller> <stage> <weight> <object>".
 

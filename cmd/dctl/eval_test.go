@@ -220,3 +220,68 @@ func TestHelp(t *testing.T) {
 		t.Errorf("help lacks --trace:\n%s", stdout.String())
 	}
 }
+
+// An output of a namespaced native kind without metadata.namespace is
+// refused with the API server's answer, which the manager reports in the
+// controller's status (an Updater creates it: BadRequest; an Applier
+// applies it at the kind's cluster-wide URL: NotFound), and it is not in
+// the output (exit 2). Cluster-scoped kinds and views (the manager keeps a
+// view object without a namespace) are written.
+func TestEvalNamespacedOutputWithoutNamespace(t *testing.T) {
+	op := writeFile(t, "op.yaml", `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: scope}
+spec:
+  controllers:
+    - name: updater
+      sources: [{apiGroup: "", kind: Pod}]
+      pipeline:
+        "@project":
+          metadata: {name: {"@concat": ["$.metadata.name", "-copy"]}}
+          data: {pod: "$.metadata.name"}
+      target: {apiGroup: "", kind: ConfigMap}
+    - name: applier
+      sources: [{apiGroup: "", kind: Pod}]
+      pipeline:
+        "@project":
+          metadata: {name: {"@concat": ["$.metadata.name", "-applied"]}}
+          data: {pod: "$.metadata.name"}
+      target: {apiGroup: "", kind: ConfigMap, type: Applier}
+    - name: cluster
+      sources: [{apiGroup: "", kind: Pod}]
+      pipeline:
+        "@project":
+          metadata: {name: {"@concat": ["ns-", "$.metadata.name"]}}
+      target: {apiGroup: "", kind: Namespace}
+    - name: view
+      sources: [{apiGroup: "", kind: Pod}]
+      pipeline:
+        "@project":
+          metadata: {name: "$.metadata.name"}
+      target: {kind: PodName}
+`)
+	input := writeFile(t, "in.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\n")
+	var stdout, stderr bytes.Buffer
+	code := Execute([]string{"eval", "-f", op, "-i", input}, nil, &stdout, &stderr)
+	if code != 2 {
+		t.Fatalf("exit code %d, want 2; stderr: %s", code, stderr.String())
+	}
+	for _, want := range []string{
+		`spec.controllers[0].target: ConfigMap p-copy: an empty namespace may not be set during creation`,
+		`spec.controllers[1].target: ConfigMap p-applied: the server could not find the requested resource`,
+		"2 error(s) while running the controllers",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	out := stdout.String()
+	if strings.Contains(out, "p-copy") || strings.Contains(out, "p-applied") {
+		t.Errorf("an object without its namespace is in the output:\n%s", out)
+	}
+	for _, want := range []string{"kind: Namespace\n", "  name: ns-p\n", "kind: PodName\nmetadata:\n  name: p\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -114,7 +116,7 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 			copts := controller.Options{
 				Operator:        op.Name,
 				Index:           i,
-				Client:          controller.StoreClient{Store: o.Store},
+				Client:          offlineClient{StoreClient: controller.StoreClient{Store: o.Store}, applier: spec.Target.Type == opv1a1.Applier},
 				ResolveVersion:  o.resolveVersion,
 				Logger:          opts.Logger,
 				MaxDeltaEntries: maxDeltaEntries(op, opts.MaxDeltaEntries),
@@ -391,4 +393,75 @@ func offlineNamespaceLocal(c *controller.Controller, i int) error {
 		return fmt.Errorf("spec.sharding is Namespace, but %w", err)
 	}
 	return nil
+}
+
+// offlineClient is what the controllers of an Offline run write through:
+// the store (controller.StoreClient), with the API server's rule that an
+// object of a namespaced native kind has a metadata.namespace. Without one
+// a write fails with the API server's answer, as the manager reports it
+// (the URL of such a request is the kind's cluster-wide collection, which
+// only lists): a create with "an empty namespace may not be set during
+// creation" (BadRequest), an update, patch, apply or delete with "the
+// server could not find the requested resource" (NotFound); an Applier's,
+// which offline creates and patches (controller.StoreClient.Apply), with
+// the apply's answer. A native kind
+// is namespaced unless object.ClusterScoped names it (the offline stand-in
+// for discovery). Views are not checked: the manager keeps a view object
+// without a namespace.
+type offlineClient struct {
+	controller.StoreClient
+	// applier: the client of an Applier target.
+	applier bool
+}
+
+// errEmptyNamespaceCreate and errClusterPathNotFound are the API server's
+// answers to writes of a namespaced kind without a namespace.
+var (
+	errEmptyNamespaceCreate = apierrors.NewBadRequest("an empty namespace may not be set during creation")
+	errClusterPathNotFound  = &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure,
+		Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound, Message: "the server could not find the requested resource"}}
+)
+
+// missingNamespace reports whether an object of gvk in namespace ns is a
+// namespaced native object without a namespace.
+func missingNamespace(gvk schema.GroupVersionKind, ns string) bool {
+	return ns == "" && !opv1a1.IsViewGroup(gvk.Group) && !object.ClusterScoped(gvk.GroupKind())
+}
+
+func (c offlineClient) Create(ctx context.Context, obj *unstructured.Unstructured) error {
+	if missingNamespace(obj.GroupVersionKind(), obj.GetNamespace()) {
+		if c.applier {
+			return errClusterPathNotFound
+		}
+		return errEmptyNamespaceCreate
+	}
+	return c.StoreClient.Create(ctx, obj)
+}
+
+func (c offlineClient) Update(ctx context.Context, obj *unstructured.Unstructured) error {
+	if missingNamespace(obj.GroupVersionKind(), obj.GetNamespace()) {
+		return errClusterPathNotFound
+	}
+	return c.StoreClient.Update(ctx, obj)
+}
+
+func (c offlineClient) Patch(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
+	if missingNamespace(gvk, key.Namespace) {
+		return errClusterPathNotFound
+	}
+	return c.StoreClient.Patch(ctx, gvk, key, mergePatch)
+}
+
+func (c offlineClient) Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
+	if missingNamespace(obj.GroupVersionKind(), obj.GetNamespace()) {
+		return errClusterPathNotFound
+	}
+	return c.StoreClient.Apply(ctx, obj, fieldManager)
+}
+
+func (c offlineClient) Delete(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) error {
+	if missingNamespace(gvk, key.Namespace) {
+		return errClusterPathNotFound
+	}
+	return c.StoreClient.Delete(ctx, gvk, key)
 }
