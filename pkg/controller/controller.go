@@ -672,9 +672,9 @@ func (c *Controller) syncKey(ctx context.Context, key object.Key, recordOutput b
 		if err == nil || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
 			break
 		}
-		c.smu.Lock()
-		c.counters.WriteErrors++
-		c.smu.Unlock()
+		// A conflict is retried with fresh state: it is no write error
+		// unless the last attempt fails too (counted and recorded below,
+		// with its message).
 	}
 	c.smu.Lock()
 	if err == nil {

@@ -99,15 +99,15 @@ func (u *inputUndo) restore() {
 // writes, separately; ran reports whether the pipeline ran at all. top
 // marks the whole batch (not a half), whose changes are counted.
 func (c *Controller) handleBatch(ctx context.Context, changes []Change, top bool) (ran bool, perrs, werrs []error) {
-	deltas, undo, touched := c.deltasOf(changes)
+	deltas, undo, touched, n := c.deltasOf(changes)
 	if len(deltas) == 0 {
 		return false, nil, nil
 	}
 	if top {
 		c.smu.Lock()
-		c.counters.Deltas += int64(len(changes))
+		c.counters.Deltas += int64(n)
 		c.smu.Unlock()
-		DeltasIn.WithLabelValues(c.opts.Operator, c.name).Add(float64(len(changes)))
+		DeltasIn.WithLabelValues(c.opts.Operator, c.name).Add(float64(n))
 	}
 	out, err := c.runPipeline(ctx, deltas)
 	if c.cancelled != nil {
@@ -149,12 +149,14 @@ func (c *Controller) handleBatch(ctx context.Context, changes []Change, top bool
 
 // deltasOf turns changes into one delta per source kind and updates the
 // input map; the undo restores the input map. touched lists the source
-// keys of the changes.
-func (c *Controller) deltasOf(changes []Change) (map[string]*dbsp.ZSet, *inputUndo, []refusal) {
-	deltas := map[string]*dbsp.ZSet{}
-	undo := &inputUndo{c: c}
-	var touched []refusal
+// keys of the changes; n counts the changes that enter or leave a source's
+// input (a change of an object outside every source's selector, or one a
+// source's predicate ignores, is not counted).
+func (c *Controller) deltasOf(changes []Change) (deltas map[string]*dbsp.ZSet, undo *inputUndo, touched []refusal, n int) {
+	deltas = map[string]*dbsp.ZSet{}
+	undo = &inputUndo{c: c}
 	for _, ch := range changes {
+		counted := false
 		ref := ch.New
 		if ref == nil {
 			ref = ch.Old
@@ -182,11 +184,16 @@ func (c *Controller) deltasOf(changes []Change) (map[string]*dbsp.ZSet, *inputUn
 				z.InsertHashed(prev.hash, prev.doc, -1)
 				c.inputs[i].del(key)
 			}
-			if ch.New != nil && s.Matches(ch.New) {
+			matches := ch.New != nil && s.Matches(ch.New)
+			if matches {
 				in := inputDoc{doc: withoutManagedFields(ch.New.Object)}
 				in.hash = dbsp.Hash(in.doc)
 				z.InsertHashed(in.hash, in.doc, 1)
 				c.inputs[i].put(key, in)
+			}
+			if (ok || matches) && !counted {
+				counted = true
+				n++
 			}
 			if !z.IsEmpty() {
 				deltas[s.GVK.Kind] = z
@@ -195,7 +202,7 @@ func (c *Controller) deltasOf(changes []Change) (map[string]*dbsp.ZSet, *inputUn
 			}
 		}
 	}
-	return deltas, undo, touched
+	return deltas, undo, touched, n
 }
 
 // withoutManagedFields returns doc without metadata.managedFields, server
