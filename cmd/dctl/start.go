@@ -123,6 +123,13 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 		if err := mgr.Add(manager.RunnableFunc(runServer(srv))); err != nil {
 			return err
 		}
+		if srv != nil && f.healthAddr != "0" {
+			// The manager's /readyz also waits for the views to be served
+			// (a standby that runs no server is ready).
+			if err := mgr.AddReadyzCheck("views-served", srv.ViewsServed); err != nil {
+				return err
+			}
+		}
 	} else {
 		log.Info("Operator support and the view API server are off: the Operator CRD (operators." + opv1a1.GroupName + ") is not installed; install it with `kubectl apply -k config/crd` and restart")
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,6 +202,45 @@ func TestReadyWhenExpectedKindsServed(t *testing.T) {
 	if _, body := readyz(); !strings.Contains(body, "[+]views-served ok") {
 		t.Errorf("readyz:\n%s", body)
 	}
+}
+
+// TestViewsServedCheck: the check a manager adds to its /readyz passes
+// while the server does not run (a standby), fails while it runs and an
+// expected kind is not in discovery, and passes once it is.
+func TestViewsServedCheck(t *testing.T) {
+	var serve atomic.Bool
+	kinds := func() []schema.GroupVersionKind {
+		if serve.Load() {
+			return []schema.GroupVersionKind{summaryGVK}
+		}
+		return nil
+	}
+	expected := func(context.Context) ([]schema.GroupVersionKind, error) {
+		return []schema.GroupVersionKind{summaryGVK}, nil
+	}
+	s, err := New(Options{Addr: "127.0.0.1:0", Store: view.NewStore(), Kinds: kinds, ExpectedKinds: expected, SyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/readyz", nil)
+	if err := s.ViewsServed(req); err != nil {
+		t.Errorf("a server that does not run (a standby): %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	}()
+	waitFor(t, "running", func() bool { return s.running.Load() })
+	if err := s.ViewsServed(req); err == nil || !strings.Contains(err.Error(), "Summary") {
+		t.Errorf("running, Summary not served: %v", err)
+	}
+	serve.Store(true)
+	waitFor(t, "ready", func() bool { return s.ViewsServed(req) == nil })
 }
 
 // TestProductionPublicPaths: health, readiness and version answer without

@@ -848,6 +848,10 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 			log.Error(err, "controller lacks RBAC permissions; retrying")
 			return ReasonForbidden, err
 		}
+		if kindNotServed(err) {
+			log.Error(err, "kind not found; retrying")
+			return ReasonKindNotFound, err
+		}
 		log.Error(err, "checking access failed; retrying")
 		return ReasonStartFailed, err
 	}
@@ -869,12 +873,24 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 		}
 		rc.queue.ShutDown()
 		rc.releaseInformers()
+		if kindNotServed(err) {
+			return ReasonKindNotFound, err
+		}
 		return ReasonStartFailed, err
 	}
 	run.mu.Lock()
 	run.ctrls = append(run.ctrls, rc)
 	run.mu.Unlock()
 	return "", nil
+}
+
+// kindNotServed reports whether err says that a kind is not served by the
+// API server: the REST mapper knows no such kind or version (a CRD not
+// installed, or without that version), or a list answered 404 Not Found.
+// Such a start is retried and reported as KindNotFound, not StartFailed.
+func kindNotServed(err error) bool {
+	var de *discoveryError
+	return errors.As(err, &de) || meta.IsNoMatchError(err) || apierrors.IsNotFound(err)
 }
 
 func (r *Runtime) isView(gvk schema.GroupVersionKind) bool {

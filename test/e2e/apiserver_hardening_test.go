@@ -236,8 +236,19 @@ spec:
 			_, _ = kubectl(t, "", "delete", "operators.dcontroller.io", "ready-probe", "--ignore-not-found")
 		})
 		dir := t.TempDir()
-		srv := startDctl(t, dir, "start", "--metrics-addr=0", "--health-addr=0")
+		health := freeAddr(t)
+		srv := startDctl(t, dir, "start", "--metrics-addr=0", "--health-addr="+health)
 		base := "http://" + srv.addr
+		// The manager's own /readyz (the chart's readiness probe) waits
+		// for the views too.
+		if msg := firstReady(t, c, "http://"+health, func() string {
+			return discoveryHas(t, c, base+"/apis/ready-probe.view.dcontroller.io/v1alpha1", "readyinputs")
+		}); msg != "" {
+			t.Fatal("manager /readyz: " + msg)
+		}
+		if _, body := httpGet(t, c, "http://"+health+"/readyz?verbose"); !strings.Contains(body, "[+]views-served ok") {
+			t.Errorf("manager readyz:\n%s", body)
+		}
 		if msg := firstReady(t, c, base, func() string {
 			return discoveryHas(t, c, base+"/apis/ready-probe.view.dcontroller.io/v1alpha1", "readyinputs")
 		}); msg != "" {

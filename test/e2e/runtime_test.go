@@ -347,9 +347,20 @@ spec:
 }
 
 // TestKindInstalledLater: a controller whose source kind is not served yet
-// is reported as KindNotFound and starts by itself once the CRD appears.
+// is reported as KindNotFound and starts by itself once the CRD appears,
+// whether the source names the kind's version or leaves it to discovery.
 func TestKindInstalledLater(t *testing.T) {
 	startManager(t)
+	for _, version := range []string{"", "v1"} {
+		t.Run("version="+version, func(t *testing.T) { testKindInstalledLater(t, version) })
+	}
+}
+
+func testKindInstalledLater(t *testing.T, version string) {
+	source := "{apiGroup: e2e.example.com, kind: Widget}"
+	if version != "" {
+		source = "{apiGroup: e2e.example.com, version: " + version + ", kind: Widget}"
+	}
 	mustKubectl(t, `apiVersion: dcontroller.io/v1alpha1
 kind: Operator
 metadata:
@@ -357,7 +368,7 @@ metadata:
 spec:
   controllers:
     - name: widgets
-      sources: [{apiGroup: e2e.example.com, kind: Widget}]
+      sources: [`+source+`]
       pipeline:
         "@project":
           metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}
@@ -400,4 +411,5 @@ spec:
 	})
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "widget-watcher")
 	mustKubectl(t, "", "delete", "crd", "widgets.e2e.example.com")
+	mustKubectl(t, "", "wait", "--for=delete", "--timeout=60s", "crd/widgets.e2e.example.com")
 }
