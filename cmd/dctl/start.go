@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os/signal"
 	"syscall"
 	"time"
@@ -124,9 +125,20 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 			return err
 		}
 		if srv != nil && f.healthAddr != "0" {
-			// The manager's /readyz also waits for the views to be served
-			// (a standby that runs no server is ready).
-			if err := mgr.AddReadyzCheck("views-served", srv.ViewsServed); err != nil {
+			// The manager's /readyz also waits for the views to be served.
+			// A standby of --leader-elect runs no API server (it starts
+			// when elected) and is ready, so that a rolling update goes on.
+			elected, standby := mgr.Elected(), f.leaderElect
+			if err := mgr.AddReadyzCheck("views-served", func(req *http.Request) error {
+				if standby {
+					select {
+					case <-elected:
+					default:
+						return nil
+					}
+				}
+				return srv.ViewsServed(req)
+			}); err != nil {
 				return err
 			}
 		}

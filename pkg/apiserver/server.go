@@ -172,8 +172,6 @@ type Server struct {
 	v3Keys    map[string]bool
 	// legacyRoot serves /api (the group-less core API's versions).
 	legacyRoot http.Handler
-	// running is set while Run runs (see ViewsServed).
-	running atomic.Bool
 }
 
 // served is the handler state of one resource.
@@ -385,18 +383,10 @@ func (s *Server) viewsServed(req *http.Request) error {
 }
 
 // ViewsServed is the readiness check "views-served" of the server's own
-// /readyz (see Options.ExpectedKinds), for a manager's /readyz: an error
-// naming the expected kinds not in discovery yet while the server runs, and
-// nil while it does not run. A manager replica that was not elected leader
-// does not run its server, holds no views and is ready as a standby (so
-// that a rolling update can go on); with sharding every member runs the
-// server and is ready once it serves every operator's views.
-func (s *Server) ViewsServed(req *http.Request) error {
-	if !s.running.Load() {
-		return nil
-	}
-	return s.viewsServed(req)
-}
+// /readyz (see Options.ExpectedKinds), for a manager's /readyz: nil once
+// every expected kind is in discovery, else an error naming those that are
+// not (also before Run, when nothing is).
+func (s *Server) ViewsServed(req *http.Request) error { return s.viewsServed(req) }
 
 // Addr returns the address the server listens on.
 func (s *Server) Addr() string { return s.listener.Addr().String() }
@@ -404,8 +394,6 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 // Run serves until ctx is done. It keeps discovery and OpenAPI in sync with
 // the store and Options.Kinds.
 func (s *Server) Run(ctx context.Context) error {
-	s.running.Store(true)
-	defer s.running.Store(false)
 	cancel := s.opts.Store.Subscribe(func(ev view.Event) {
 		gvk := ev.Object.GroupVersionKind()
 		set := s.resources.Load()

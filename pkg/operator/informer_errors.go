@@ -2,10 +2,12 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -138,5 +140,42 @@ func informerSyncError(gvk schema.GroupVersionKind, err error) error {
 	if last == nil {
 		return err
 	}
-	return fmt.Errorf("%w; last list/watch error: %v", err, last)
+	return fmt.Errorf("%w; last list/watch error: %w", err, last)
+}
+
+// kindNotServedYet reports whether the last list/watch error of gvk's
+// informer says that the API server does not serve the kind (404 Not
+// Found: its CRD is not installed, or was deleted while the REST mapper
+// still knows it). Waiting for such an informer to sync is pointless.
+func kindNotServedYet(gvk schema.GroupVersionKind) bool {
+	last, _, _ := informerErrors.last(gvk)
+	return last != nil && apierrors.IsNotFound(last)
+}
+
+// errKindNotServed is the cause of a wait for an informer's sync given up
+// because its kind is not served (see kindNotServedYet).
+var errKindNotServed = errors.New("the API server does not serve the kind")
+
+// watchUntilSynced returns a context for the wait for gvk's informer to
+// sync: ctx bounded by timeout, cancelled early with cause
+// errKindNotServed when the informer's list answers 404 Not Found.
+func watchUntilSynced(ctx context.Context, gvk schema.GroupVersionKind, timeout time.Duration) (context.Context, context.CancelFunc) {
+	tctx, tcancel := context.WithTimeout(ctx, timeout)
+	wctx, wcancel := context.WithCancelCause(tctx)
+	go func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+				if kindNotServedYet(gvk) {
+					wcancel(errKindNotServed)
+					return
+				}
+			}
+		}
+	}()
+	return wctx, func() { wcancel(nil); tcancel() }
 }

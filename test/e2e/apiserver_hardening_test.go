@@ -242,7 +242,11 @@ spec:
 		// The manager's own /readyz (the chart's readiness probe) waits
 		// for the views too.
 		if msg := firstReady(t, c, "http://"+health, func() string {
-			return discoveryHas(t, c, base+"/apis/ready-probe.view.dcontroller.io/v1alpha1", "readyinputs")
+			if msg := discoveryHas(t, c, base+"/apis/ready-probe.view.dcontroller.io/v1alpha1", "readyinputs"); msg != "" {
+				_, body := httpGet(t, c, "http://"+health+"/readyz?verbose")
+				return msg + "\nmanager readyz:\n" + body
+			}
+			return ""
 		}); msg != "" {
 			t.Fatal("manager /readyz: " + msg)
 		}

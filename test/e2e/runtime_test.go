@@ -381,7 +381,8 @@ spec:
 	}
 	eventually(t, 20*time.Second, func() string {
 		if out, err := status(); err != nil || out != "False KindNotFound" {
-			return fmt.Sprintf("status %q (err %v)", out, err)
+			msg, _ := kubectl(t, "", "get", "operators.dcontroller.io", "widget-watcher", "-o", `jsonpath={.status.controllers[0].conditions[0].message}`)
+			return fmt.Sprintf("status %q (err %v): %s", out, err, msg)
 		}
 		return ""
 	})
