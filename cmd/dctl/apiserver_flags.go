@@ -28,6 +28,8 @@ type apiServerFlags struct {
 	// acceptHosts extend apiserver.DefaultAcceptHosts.
 	acceptHosts []string
 	history     watchHistoryFlags
+	// maxWatches is --max-watches-per-user (0: no bound).
+	maxWatches int
 	// route and member are set by dctl start --sharding (apiserver.Options).
 	route  func(operator, namespace string) apiserver.Route
 	member string
@@ -45,6 +47,8 @@ func (f *apiServerFlags) register(cmd *cobra.Command, defaultAddr string) {
 		`host names the API server accepts in the Host header and in browsers' Origin header besides localhost, 127.0.0.1 and ::1; `+
 			`comma-separated RE2 regular expressions, each matching a whole host name without the port (e.g. 'dcontroller\.example\.com,.*\.internal'; '.*' accepts any). `+
 			`Checked in development mode, and in production mode when --api-server-addr is a loopback address or this flag is set; other requests get 403 (DNS rebinding protection)`)
+	fs.IntVar(&f.maxWatches, "max-watches-per-user", apiserver.DefaultMaxWatchesPerUser,
+		"watches one user (by name) may have open on the API server at once, over all kinds; past it a new watch gets 429 Too Many Requests with a Retry-After. 0: no bound")
 	f.history.register(fs)
 }
 
@@ -82,22 +86,30 @@ func (f *apiServerFlags) newServer(store *view.Store, kinds func() []schema.Grou
 	default:
 		return nil, &exitError{code: 1, err: fmt.Errorf("--api-server-mode: unknown mode %q (want development or production)", f.mode)}
 	}
+	maxWatches := f.maxWatches
+	switch {
+	case maxWatches < 0:
+		return nil, &exitError{code: 1, err: fmt.Errorf("--max-watches-per-user: want 0 (no bound) or a positive number, got %d", maxWatches)}
+	case maxWatches == 0:
+		maxWatches = -1
+	}
 	if _, _, err := net.SplitHostPort(f.addr); err != nil {
 		return nil, &exitError{code: 1, err: fmt.Errorf("--api-server-addr %q: want HOST:PORT: %w", f.addr, err)}
 	}
 	return apiserver.New(apiserver.Options{
-		Addr:             f.addr,
-		Mode:             mode,
-		CertFile:         f.certFile,
-		KeyFile:          f.keyFile,
-		Store:            store,
-		Kinds:            kinds,
-		ExpectedKinds:    expected,
-		AcceptHosts:      f.acceptHosts,
-		ServeNativeKinds: native,
-		Route:            f.route,
-		Member:           f.member,
-		Logger:           log.WithName("apiserver"),
+		Addr:              f.addr,
+		Mode:              mode,
+		CertFile:          f.certFile,
+		KeyFile:           f.keyFile,
+		Store:             store,
+		Kinds:             kinds,
+		ExpectedKinds:     expected,
+		AcceptHosts:       f.acceptHosts,
+		ServeNativeKinds:  native,
+		Route:             f.route,
+		Member:            f.member,
+		MaxWatchesPerUser: maxWatches,
+		Logger:            log.WithName("apiserver"),
 	})
 }
 

@@ -30,7 +30,7 @@ func (f *watchHistoryFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.age, "watch-history-age", view.DefaultHistoryAge,
 		"how long a change is kept for resuming watches")
 	fs.Var(&f.queueBytes, "watch-queue-bytes",
-		"memory the changes queued for one slow watch client may take (a quantity such as 64Mi); past it the watch is closed and the client resumes or lists again")
+		"memory the changes queued for one slow watch client may take until they are written to it (a quantity such as 64Mi); past it the watch is closed with 410 Gone (Expired) and the client lists again")
 }
 
 // apply sets the bounds on store; a bound that is not positive is a usage

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/dcontroller/dcontroller/pkg/view"
@@ -39,5 +42,20 @@ func TestWatchHistoryFlags(t *testing.T) {
 		if _, err := parse(bad...); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
+	}
+}
+
+// TestMaxWatchesPerUserFlag: a negative bound is a usage error naming the
+// flag.
+func TestMaxWatchesPerUserFlag(t *testing.T) {
+	var f apiServerFlags
+	cmd := &cobra.Command{Use: "test"}
+	f.register(cmd, "127.0.0.1:0")
+	if err := cmd.Flags().Parse([]string{"--max-watches-per-user=-1"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.newServer(view.NewStore(), nil, nil, false, logr.Discard())
+	if err == nil || !strings.Contains(err.Error(), "--max-watches-per-user") {
+		t.Errorf("--max-watches-per-user=-1: %v", err)
 	}
 }

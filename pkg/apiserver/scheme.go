@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/url"
@@ -204,7 +205,29 @@ func newObjectSerializer() objectSerializer {
 func (s objectSerializer) SupportedMediaTypes() []runtime.SerializerInfo { return s.infos }
 
 func (s objectSerializer) EncoderForVersion(enc runtime.Encoder, gv runtime.GroupVersioner) runtime.Encoder {
-	return versioning.NewCodec(enc, nil, objectConvertor{}, objectCreater{}, objectTyper{}, objectDefaulter{}, gv, nil, "dcontroller-apiserver")
+	return freshBufferEncoder{versioning.NewCodec(enc, nil, objectConvertor{}, objectCreater{}, objectTyper{}, objectDefaulter{}, gv, nil, "dcontroller-apiserver")}
+}
+
+// freshBufferEncoder encodes into a buffer of its own and hands it over
+// when asked to write into a runtime.Splice, the reusable buffers a watch
+// handler keeps for the life of its watch: writing a large object there
+// would grow them for good, so each of a user's many watches would keep
+// the size of the largest object it ever encoded. It leaves out
+// runtime.EncoderWithAllocator for the same reason (the allocator is kept
+// per watch as well).
+type freshBufferEncoder struct{ runtime.Encoder }
+
+func (e freshBufferEncoder) Encode(obj runtime.Object, w io.Writer) error {
+	sp, ok := w.(runtime.Splice)
+	if !ok {
+		return e.Encoder.Encode(obj, w)
+	}
+	var buf bytes.Buffer
+	if err := e.Encoder.Encode(obj, &buf); err != nil {
+		return err
+	}
+	sp.Splice(buf.Bytes())
+	return nil
 }
 
 func (s objectSerializer) DecoderToVersion(dec runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {

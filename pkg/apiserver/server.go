@@ -71,6 +71,9 @@ const (
 	DefaultAddr             = "127.0.0.1:8443"
 	DefaultBookmarkInterval = 30 * time.Second
 	DefaultSyncInterval     = time.Second
+	// DefaultMaxWatchesPerUser bounds the watches one user may have open
+	// at once (Options.MaxWatchesPerUser).
+	DefaultMaxWatchesPerUser = 100
 	// developerName is the user every development-mode request runs as.
 	developerName = "developer"
 	// maxRequestBody bounds request bodies (bytes), as the Kubernetes
@@ -140,6 +143,13 @@ type Options struct {
 	// Member names this server's member in forwarded requests
 	// (ForwardedHeader).
 	Member string
+	// MaxWatchesPerUser bounds the watches one authenticated user (by
+	// name) may have open at once, over all kinds, forwarded ones
+	// included; past it a new watch gets 429 Too Many Requests with a
+	// Retry-After, as kube-apiserver's API priority and fairness answers a
+	// client over its share. DefaultMaxWatchesPerUser when 0; no bound when
+	// negative. In development mode every request is the same user.
+	MaxWatchesPerUser int
 	// Logger receives structured logs.
 	Logger logr.Logger
 }
@@ -172,6 +182,9 @@ type Server struct {
 	v3Keys    map[string]bool
 	// legacyRoot serves /api (the group-less core API's versions).
 	legacyRoot http.Handler
+
+	watchesMu sync.Mutex
+	watches   map[string]int // open watches per user name
 }
 
 // served is the handler state of one resource.
@@ -201,7 +214,10 @@ func New(opts Options) (*Server, error) {
 	if opts.Addr == "" {
 		opts.Addr = DefaultAddr
 	}
-	s := &Server{opts: opts, log: opts.Logger, serializer: newObjectSerializer(), syncCh: make(chan struct{}, 1),
+	if opts.MaxWatchesPerUser == 0 {
+		opts.MaxWatchesPerUser = DefaultMaxWatchesPerUser
+	}
+	s := &Server{watches: map[string]int{}, opts: opts, log: opts.Logger, serializer: newObjectSerializer(), syncCh: make(chan struct{}, 1),
 		equivalent: runtime.NewEquivalentResourceRegistry(), v3Keys: map[string]bool{}}
 
 	authn, authz, err := s.security()
@@ -728,6 +744,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		s.notFound(w, req)
 		return
 	}
+	if target.Verb == "watch" {
+		done, ok := s.startWatch(w, req, gvr)
+		if !ok {
+			return
+		}
+		defer done()
+	}
 	if s.opts.Route != nil {
 		if op, ok := viewOperator(gvr.Group); ok {
 			if route := s.opts.Route(op, target.Namespace); !route.Local {
@@ -779,6 +802,45 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	h.ServeHTTP(w, req)
+}
+
+// watchRetryAfter is the Retry-After, in seconds, of a watch refused for
+// the user's watch bound: kube-apiserver's API priority and fairness asks
+// a throttled client to come back after one second as well.
+const watchRetryAfter = 1
+
+// startWatch counts a new watch against its user's bound
+// (Options.MaxWatchesPerUser). Over the bound it answers 429 Too Many
+// Requests with a Retry-After and returns false; otherwise done uncounts
+// the watch when it ends.
+func (s *Server) startWatch(w http.ResponseWriter, req *http.Request, gvr schema.GroupVersionResource) (done func(), ok bool) {
+	limit := s.opts.MaxWatchesPerUser
+	if limit < 0 {
+		return func() {}, true
+	}
+	name := ""
+	if u, ok := request.UserFrom(req.Context()); ok {
+		name = u.GetName()
+	}
+	s.watchesMu.Lock()
+	n := s.watches[name]
+	if n >= limit {
+		s.watchesMu.Unlock()
+		s.log.V(1).Info("watch refused: too many watches", "user", name, "open", n, "limit", limit, "resource", gvr.String())
+		responsewriters.ErrorNegotiated(apierrors.NewTooManyRequests(fmt.Sprintf(
+			"user %q has %d watches open, the most one user may (--max-watches-per-user); close one or retry later", name, n), watchRetryAfter),
+			s.serializer, gvr.GroupVersion(), w, req)
+		return nil, false
+	}
+	s.watches[name] = n + 1
+	s.watchesMu.Unlock()
+	return func() {
+		s.watchesMu.Lock()
+		if s.watches[name]--; s.watches[name] <= 0 {
+			delete(s.watches, name)
+		}
+		s.watchesMu.Unlock()
+	}, true
 }
 
 // strategicAsMerge lets `kubectl patch` without --type work on schemaless

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -154,9 +156,13 @@ func (s *storage) List(ctx context.Context, opts *metainternalversion.ListOption
 // Watch streams the changes of the selected objects (see view.WatchOptions
 // for the resourceVersion semantics). With allowWatchBookmarks the stream
 // carries periodic BOOKMARK events, and with sendInitialEvents=true a bookmark
-// annotated k8s.io/initial-events-end closes the initial state.
+// annotated k8s.io/initial-events-end closes the initial state. A change is
+// encoded once per form for all the watches that send it (watchObject), and
+// counts against the watch's queue bound (view.WatchOptions.QueueBytes)
+// until it has been written to the client; a watch past the bound ends with
+// an ERROR event, 410 Gone (Expired), and its client lists again.
 func (s *storage) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
-	wo := view.WatchOptions{ListOptions: s.selection(ctx, opts)}
+	wo := view.WatchOptions{ListOptions: s.selection(ctx, opts), HoldUntilRelease: true}
 	if opts != nil {
 		wo.ResourceVersion = opts.ResourceVersion
 		wo.SendInitialEvents = opts.SendInitialEvents
@@ -172,8 +178,9 @@ func (s *storage) Watch(ctx context.Context, opts *metainternalversion.ListOptio
 	return newWatchAdapter(ctx, w), nil
 }
 
-// watchAdapter turns a view.Watcher into a watch.Interface, copying each
-// object (the handler may annotate what it encodes).
+// watchAdapter turns a view.Watcher into a watch.Interface: each change
+// becomes a watchObject, a bookmark a copy (the handler reads its
+// annotations), and a watcher that fell behind an ERROR event with its 410.
 type watchAdapter struct {
 	w    *view.Watcher
 	out  chan watch.Event
@@ -187,31 +194,123 @@ func newWatchAdapter(ctx context.Context, w *view.Watcher) *watchAdapter {
 		defer close(a.out)
 		defer w.Stop()
 		for {
+			var ev view.WatchEvent
+			var ok bool
 			select {
 			case <-ctx.Done():
 				return
 			case <-a.done:
 				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
+			case ev, ok = <-w.ResultChan():
+			}
+			if !ok {
+				if err := w.Err(); err != nil {
+					a.expire(ctx, err)
 				}
-				out := watch.Event{Type: watch.EventType(ev.Type), Object: ev.Object.DeepCopy()}
-				select {
-				case a.out <- out:
-				case <-ctx.Done():
-					return
-				case <-a.done:
-					return
-				}
+				return
+			}
+			out := watch.Event{Type: watch.EventType(ev.Type)}
+			if ev.Type == view.Bookmark {
+				out.Object = ev.Object.DeepCopy()
+			} else {
+				out.Object = newWatchObject(ev, w)
+			}
+			select {
+			case a.out <- out:
+			case <-w.Expired():
+				// The client stopped reading: drop the event for the 410.
+				a.expire(ctx, w.Err())
+				return
+			case <-ctx.Done():
+				return
+			case <-a.done:
+				return
 			}
 		}
 	}()
 	return a
 }
 
+// expire sends the 410 Gone (Expired) of a watcher that fell behind, as the
+// last event of the stream.
+func (a *watchAdapter) expire(ctx context.Context, err error) {
+	st := apierrors.NewResourceExpired("the watch fell behind; list again").Status()
+	if se, ok := err.(apierrors.APIStatus); ok {
+		st = se.Status()
+	}
+	select {
+	case a.out <- watch.Event{Type: watch.Error, Object: &st}:
+	case <-ctx.Done():
+	case <-a.done:
+	}
+}
+
 func (a *watchAdapter) Stop()                          { a.once.Do(func() { close(a.done) }) }
 func (a *watchAdapter) ResultChan() <-chan watch.Event { return a.out }
+
+// watchObject is the object of one watch event as the watch handler sees
+// it: a runtime.CacheableObject whose serialized forms (one per encoder
+// identifier, which names the media type, version, transformation and the
+// event type) are the change's view.Encodings, shared by every watch the
+// change is sent to. The first watch to write a form encodes it from a copy
+// of the object (encoders may set fields such as the kind); the others
+// write the same bytes. Once the bytes are written to its client, the event
+// stops counting against the watcher's queue bound.
+type watchObject struct {
+	obj  *unstructured.Unstructured // shared with the store: never modified
+	enc  *view.Encodings
+	w    *view.Watcher
+	size int64
+	once sync.Once
+}
+
+var _ runtime.CacheableObject = &watchObject{}
+
+func newWatchObject(ev view.WatchEvent, w *view.Watcher) *watchObject {
+	enc := ev.Encodings
+	if enc == nil {
+		// An initial event: the live object, encoded for this watch.
+		enc = &view.Encodings{}
+	}
+	return &watchObject{obj: ev.Object, enc: enc, w: w, size: ev.Size}
+}
+
+// CacheEncode writes the form id of the object to out, encoding it with
+// encode the first time any watch asks for it. The encoded bytes count
+// against the watcher's bound while they are written.
+func (o *watchObject) CacheEncode(id runtime.Identifier, encode func(runtime.Object, io.Writer) error, out io.Writer) error {
+	defer o.release()
+	raw, err := o.enc.Encode(string(id), func(buf io.Writer) error { return encode(o.obj.DeepCopy(), buf) })
+	if err != nil {
+		return err
+	}
+	o.w.Hold(int64(len(raw)))
+	defer o.w.Release(int64(len(raw)))
+	if sp, ok := out.(runtime.Splice); ok {
+		sp.Splice(raw)
+		return nil
+	}
+	_, err = out.Write(raw)
+	return err
+}
+
+// release ends the count of the event against the watcher's bound.
+func (o *watchObject) release() { o.once.Do(func() { o.w.Release(o.size) }) }
+
+// GetObject returns a copy of the object, which the caller may modify.
+func (o *watchObject) GetObject() runtime.Object { return o.obj.DeepCopy() }
+
+// GetObjectKind returns the object's kind, read-only: setting it is ignored.
+func (o *watchObject) GetObjectKind() schema.ObjectKind { return fixedKind(o.obj.GroupVersionKind()) }
+
+// DeepCopyObject returns a copy of the object.
+func (o *watchObject) DeepCopyObject() runtime.Object { return o.obj.DeepCopy() }
+
+// fixedKind is a schema.ObjectKind that cannot be changed.
+type fixedKind schema.GroupVersionKind
+
+func (k fixedKind) SetGroupVersionKind(schema.GroupVersionKind) {}
+func (k fixedKind) GroupVersionKind() schema.GroupVersionKind   { return schema.GroupVersionKind(k) }
 
 // prepare checks and completes an object about to be written: the kind must
 // be the served one and the namespace the request's (validate then checks

@@ -167,11 +167,8 @@ func TestWatchQueueBytesCloses(t *testing.T) {
 		obj.SetName(fmt.Sprintf("big-%d", i))
 		mustCreate(t, s, obj)
 	}
-	w.mu.Lock()
-	overflow := w.overflow
-	w.mu.Unlock()
-	if !overflow {
-		t.Fatal("10 changes of 30 kB each did not overflow a 100 kB watch queue")
+	if err := w.Err(); !apierrors.IsResourceExpired(err) {
+		t.Fatalf("10 changes of 30 kB each did not expire a 100 kB watch queue: %v", err)
 	}
 	deadline := time.After(2 * time.Second)
 	for {

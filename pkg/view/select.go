@@ -54,8 +54,9 @@ type Options struct {
 	HistoryAge   time.Duration
 	// WatchQueueBytes bounds the estimated bytes of the changed objects
 	// queued for one watcher (DefaultWatchQueueBytes when 0 or less); past
-	// it, as past WatchOptions.QueueLimit events, the watch closes and the
-	// client resumes or lists again. WatchOptions.QueueBytes overrides it.
+	// it, as past WatchOptions.QueueLimit events, the watch closes and
+	// Watcher.Err is 410 Gone (Expired): the client lists again.
+	// WatchOptions.QueueBytes overrides it.
 	WatchQueueBytes int64
 	// ServerMetadata makes the store act like an API server on metadata it
 	// owns: Create sets metadata.uid (a random UUID) and

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"weak"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,14 +23,15 @@ const Bookmark EventType = "BOOKMARK"
 const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
 
 // DefaultWatchQueueLimit bounds the events queued for one watcher that does
-// not keep up; past it the watch is closed and the client must resume.
+// not keep up; past it the watch is closed with 410 Gone (Expired).
 const DefaultWatchQueueLimit = 1 << 16
 
 // historyEntry is one committed change. obj is the new state (the last state
 // for a deletion, with the deletion's resourceVersion), never modified after
 // being recorded; oldLabels the labels of the state before an update, all a
 // watcher needs of it to see the object move in or out of its selection.
-// size is sizeOf(obj), at the time of the change.
+// size is sizeOf(obj), at the time of the change. enc is the change's
+// Encodings while a watcher holds it.
 type historyEntry struct {
 	rv        int64
 	typ       EventType
@@ -38,6 +40,18 @@ type historyEntry struct {
 	oldLabels map[string]string
 	size      int64
 	at        time.Time
+	enc       weak.Pointer[Encodings]
+}
+
+// encodings returns the Encodings the watchers of e share, a new one when
+// no watcher holds the last. Called with the store's lock held for writing.
+func (e *historyEntry) encodings() *Encodings {
+	if enc := e.enc.Value(); enc != nil {
+		return enc
+	}
+	enc := &Encodings{}
+	e.enc = weak.Make(enc)
+	return enc
 }
 
 // history is a ring buffer of the latest changes, bounded by count, bytes
@@ -102,9 +116,9 @@ func (h *history) oldest() (time.Time, bool) {
 }
 
 // since calls f on every entry with a resourceVersion above rv, oldest first.
-func (h *history) since(rv int64, f func(historyEntry)) {
+func (h *history) since(rv int64, f func(*historyEntry)) {
 	for i := 0; i < h.n; i++ {
-		e := h.buf[(h.start+i)%len(h.buf)]
+		e := &h.buf[(h.start+i)%len(h.buf)]
 		if e.rv > rv {
 			f(e)
 		}
@@ -165,10 +179,15 @@ func (s *Store) record(typ EventType, gvk schema.GroupVersionKind, obj, old *uns
 	if typ == Modified && old != nil {
 		e.oldLabels = old.GetLabels()
 	}
+	var enc *Encodings
+	if len(s.watchers[gvk]) > 0 {
+		enc = &Encodings{}
+		e.enc = weak.Make(enc)
+	}
 	s.history.add(e)
 	s.scheduleExpiry()
 	for w := range s.watchers[gvk] {
-		w.push(e)
+		w.push(e, enc)
 	}
 }
 
@@ -179,6 +198,14 @@ func (s *Store) record(typ EventType, gvk schema.GroupVersionKind, obj, old *uns
 type WatchEvent struct {
 	Type   EventType
 	Object *unstructured.Unstructured
+	// Encodings caches the serialized forms of Object, shared by every
+	// watcher the change is sent to (whatever Type each one sees it as);
+	// nil for the initial events and bookmarks.
+	Encodings *Encodings
+	// Size is what the event counts against WatchOptions.QueueBytes, in
+	// bytes: the estimated size of Object (see sizeOf) for a change, 0 for
+	// the initial events and bookmarks.
+	Size int64
 }
 
 // WatchOptions configure Watch, following the Kubernetes watch semantics
@@ -203,12 +230,17 @@ type WatchOptions struct {
 	// QueueLimit bounds the events queued for a slow consumer
 	// (DefaultWatchQueueLimit when 0); past it the watch closes.
 	QueueLimit int
-	// QueueBytes bounds the estimated bytes of the changed objects queued
-	// for a slow consumer, counted from the change until the event is
-	// handed over (the store's Options.WatchQueueBytes when 0). A change
-	// that would take a non-empty queue past it closes the watch. The
+	// QueueBytes bounds the bytes a slow consumer holds (the store's
+	// Options.WatchQueueBytes when 0): each change counts its Size from the
+	// change until it is handed over, or with HoldUntilRelease until the
+	// consumer releases it. A change that would take a non-zero count past
+	// it closes the watch, and Err then returns 410 Gone (Expired). The
 	// initial ADDED events are the live objects and are not counted.
 	QueueBytes int64
+	// HoldUntilRelease keeps a delivered event counted against QueueBytes
+	// until the consumer calls Release with its Size, i.e. until it has
+	// written the event to its client rather than merely received it.
+	HoldUntilRelease bool
 }
 
 // Watcher delivers the changes of one kind. Stop it when done.
@@ -218,21 +250,15 @@ type Watcher struct {
 	opts  WatchOptions
 
 	mu       sync.Mutex
-	queue    []queuedEvent
-	bytes    int64 // sum of the sizes of the events queued or in delivery
-	overflow bool
+	queue    []WatchEvent
+	bytes    int64 // sum of the sizes of the events queued, in delivery or held
+	overflow error // why the watcher fell behind; nil while it keeps up
+	expired  chan struct{}
 	signal   chan struct{}
 
 	out      chan WatchEvent
 	done     chan struct{}
 	stopOnce sync.Once
-}
-
-// queuedEvent is an event waiting for delivery and the size it counts
-// against WatchOptions.QueueBytes.
-type queuedEvent struct {
-	ev   WatchEvent
-	size int64
 }
 
 // Watch starts a watch of a kind. Errors: 410 Gone (Expired) when
@@ -255,7 +281,7 @@ func (s *Store) Watch(gvk schema.GroupVersionKind, opts WatchOptions) (*Watcher,
 		opts.QueueLimit = DefaultWatchQueueLimit
 	}
 	w := &Watcher{store: s, gvk: gvk, opts: opts, signal: make(chan struct{}, 1),
-		out: make(chan WatchEvent), done: make(chan struct{})}
+		out: make(chan WatchEvent), done: make(chan struct{}), expired: make(chan struct{})}
 
 	s.mu.Lock()
 	if from > s.rv {
@@ -279,16 +305,16 @@ func (s *Store) Watch(gvk schema.GroupVersionKind, opts WatchOptions) (*Watcher,
 		}
 		sortObjects(objs)
 		for _, obj := range objs {
-			w.queue = append(w.queue, queuedEvent{ev: WatchEvent{Type: Added, Object: obj}})
+			w.queue = append(w.queue, WatchEvent{Type: Added, Object: obj})
 		}
 		if opts.InitialEventsBookmark {
-			w.queue = append(w.queue, queuedEvent{ev: WatchEvent{Type: Bookmark, Object: w.bookmark(s.rv, true)}})
+			w.queue = append(w.queue, WatchEvent{Type: Bookmark, Object: w.bookmark(s.rv, true)})
 		}
 	}
 	if from > 0 && !initial {
-		s.history.since(from, func(e historyEntry) {
+		s.history.since(from, func(e *historyEntry) {
 			if e.gvk == gvk {
-				w.pushLocked(e)
+				w.pushLocked(*e, e.encodings)
 			}
 		})
 	}
@@ -308,8 +334,43 @@ func (s *Store) Watch(gvk schema.GroupVersionKind, opts WatchOptions) (*Watcher,
 }
 
 // ResultChan returns the events; it is closed when the watcher stops or
-// falls too far behind.
+// falls too far behind (then Err says so).
 func (w *Watcher) ResultChan() <-chan WatchEvent { return w.out }
+
+// Expired returns a channel closed when the watcher falls too far behind
+// (past WatchOptions.QueueLimit or QueueBytes): the queued events are
+// dropped and ResultChan closes without delivering them.
+func (w *Watcher) Expired() <-chan struct{} { return w.expired }
+
+// Err returns nil while the watcher keeps up, and a 410 Gone (Expired) API
+// error naming the bound it passed once it fell too far behind: its client
+// must list again, as after a slow watcher of the Kubernetes watch cache is
+// closed.
+func (w *Watcher) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.overflow
+}
+
+// Hold counts n more bytes against WatchOptions.QueueBytes, such as the
+// encoded form of an event the consumer is writing, until Release(n).
+func (w *Watcher) Hold(n int64) {
+	w.mu.Lock()
+	if w.overflow == nil {
+		w.bytes += n
+	}
+	w.mu.Unlock()
+}
+
+// Release ends the count of n bytes: an event's Size with
+// WatchOptions.HoldUntilRelease once it is written, or bytes of Hold.
+func (w *Watcher) Release(n int64) {
+	w.mu.Lock()
+	if w.overflow == nil {
+		w.bytes = max(w.bytes-n, 0)
+	}
+	w.mu.Unlock()
+}
 
 // Stop ends the watch and releases its resources. It is safe to call more
 // than once and concurrently with event delivery.
@@ -337,42 +398,56 @@ func (w *Watcher) bookmark(rv int64, initialEnd bool) *unstructured.Unstructured
 
 // translate turns a change into the event this watcher sees: a change
 // that moves an object into the selection is ADDED, out of it DELETED.
-func (w *Watcher) translate(e historyEntry) (WatchEvent, bool) {
+// The event carries enc, the change's shared Encodings, and its size.
+func (w *Watcher) translate(e historyEntry, enc *Encodings) (WatchEvent, bool) {
+	ev := WatchEvent{Object: e.obj, Encodings: enc, Size: e.size}
 	now := w.opts.Matches(e.obj)
 	if e.typ == Modified {
 		// Two versions of an object differ in the selection only by labels.
 		before := w.opts.matches(e.obj, e.oldLabels)
 		switch {
 		case now && before:
-			return WatchEvent{Type: Modified, Object: e.obj}, true
+			ev.Type = Modified
 		case now:
-			return WatchEvent{Type: Added, Object: e.obj}, true
+			ev.Type = Added
 		case before:
-			return WatchEvent{Type: Deleted, Object: e.obj}, true
+			ev.Type = Deleted
+		default:
+			return WatchEvent{}, false
 		}
-		return WatchEvent{}, false
+		return ev, true
 	}
-	switch e.typ {
-	case Added:
-		return WatchEvent{Type: Added, Object: e.obj}, now
-	default:
-		return WatchEvent{Type: Deleted, Object: e.obj}, now
+	if e.typ == Added {
+		ev.Type = Added
+	} else {
+		ev.Type = Deleted
 	}
+	return ev, now
 }
 
-// push queues a change; called with the store's lock held.
-func (w *Watcher) push(e historyEntry) {
-	ev, ok := w.translate(e)
+// push queues a change; called with the store's lock held. A change past
+// the watcher's bounds drops its queue and expires it.
+func (w *Watcher) push(e historyEntry, enc *Encodings) {
+	ev, ok := w.translate(e, enc)
 	if !ok {
 		return
 	}
 	w.mu.Lock()
-	if !w.overflow {
-		if len(w.queue) >= w.opts.QueueLimit || (w.bytes > 0 && w.bytes+e.size > w.opts.QueueBytes) {
-			w.overflow, w.queue, w.bytes = true, nil, 0
+	if w.overflow == nil {
+		var err error
+		switch {
+		case len(w.queue) >= w.opts.QueueLimit:
+			err = apierrors.NewResourceExpired(fmt.Sprintf("the watch fell behind by %d events, the most a watch may have unread; list again", len(w.queue)))
+		case w.bytes > 0 && w.bytes+ev.Size > w.opts.QueueBytes:
+			err = apierrors.NewResourceExpired(fmt.Sprintf("the watch fell behind by %d bytes of changes with %d more to send, past the %d bytes a watch may hold unread (--watch-queue-bytes); list again",
+				w.bytes, ev.Size, w.opts.QueueBytes))
+		}
+		if err != nil {
+			w.overflow, w.queue, w.bytes = err, nil, 0
+			close(w.expired)
 		} else {
-			w.queue = append(w.queue, queuedEvent{ev: ev, size: e.size})
-			w.bytes += e.size
+			w.queue = append(w.queue, ev)
+			w.bytes += ev.Size
 		}
 	}
 	w.mu.Unlock()
@@ -384,10 +459,11 @@ func (w *Watcher) push(e historyEntry) {
 
 // pushLocked queues a change from the history while Watch holds the store
 // lock and the watcher is not yet running.
-func (w *Watcher) pushLocked(e historyEntry) {
-	if ev, ok := w.translate(e); ok {
-		w.queue = append(w.queue, queuedEvent{ev: ev, size: e.size})
-		w.bytes += e.size
+func (w *Watcher) pushLocked(e historyEntry, enc func() *Encodings) {
+	if ev, ok := w.translate(e, nil); ok {
+		ev.Encodings = enc()
+		w.queue = append(w.queue, ev)
+		w.bytes += ev.Size
 	}
 }
 
@@ -405,34 +481,10 @@ func (w *Watcher) run() {
 		case <-w.done:
 			return
 		case <-w.signal:
-			for {
-				w.mu.Lock()
-				if w.overflow {
-					w.mu.Unlock()
-					w.Stop()
-					return
-				}
-				if len(w.queue) == 0 {
-					w.mu.Unlock()
-					break
-				}
-				batch := w.queue
-				w.queue = nil
-				w.mu.Unlock()
-				for i := range batch {
-					select {
-					case w.out <- batch[i].ev:
-						sentSince = true
-					case <-w.done:
-						return
-					}
-					if size := batch[i].size; size > 0 {
-						w.mu.Lock()
-						w.bytes -= size
-						w.mu.Unlock()
-					}
-					batch[i] = queuedEvent{} // delivered: not pinned by the batch
-				}
+			sent, ok := w.drain()
+			sentSince = sentSince || sent
+			if !ok {
+				return
 			}
 		case <-tick:
 			if sentSince {
@@ -445,7 +497,7 @@ func (w *Watcher) run() {
 			// from.
 			w.store.mu.RLock()
 			w.mu.Lock()
-			empty := len(w.queue) == 0 && !w.overflow
+			empty := len(w.queue) == 0 && w.overflow == nil
 			rv := w.store.rv
 			w.mu.Unlock()
 			w.store.mu.RUnlock()
@@ -459,4 +511,49 @@ func (w *Watcher) run() {
 			}
 		}
 	}
+}
+
+// drain delivers the queued events one at a time, so that an overflow
+// while the consumer is slow drops the rest of the queue at once. It
+// reports whether it delivered any, and false for ok when the watcher
+// stopped or fell behind.
+func (w *Watcher) drain() (sent, ok bool) {
+	for {
+		w.mu.Lock()
+		if w.overflow != nil {
+			w.mu.Unlock()
+			w.Stop()
+			return sent, false
+		}
+		if len(w.queue) == 0 {
+			w.mu.Unlock()
+			return sent, true
+		}
+		ev := w.queue[0]
+		w.mu.Unlock()
+		select {
+		case w.out <- ev:
+			sent = true
+			w.mu.Lock()
+			if w.overflow == nil {
+				w.queue[0] = WatchEvent{} // delivered: not pinned by the queue
+				w.queue = w.queue[1:]
+				if !w.opts.HoldUntilRelease {
+					w.bytes -= ev.Size
+				}
+			}
+			w.mu.Unlock()
+		case <-w.signal:
+			// More events, or an overflow: look again.
+		case <-w.done:
+			return sent, false
+		}
+	}
+}
+
+// Watchers returns the number of running watchers of a kind.
+func (s *Store) Watchers(gvk schema.GroupVersionKind) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.watchers[gvk])
 }
