@@ -80,11 +80,12 @@ func summaryKinds() []schema.GroupVersionKind { return []schema.GroupVersionKind
 
 // unreadFanOut opens n unread watches of namespace team-a, writes `writes`
 // objects of objBytes each into it, and returns the growth of the live heap
-// once the watches have taken what they can.
+// once the watches have taken what they can. The watches are not bounded
+// per user (all of them are the development user's).
 func unreadFanOut(t testing.TB, n, writes, objBytes int) uint64 {
 	t.Helper()
 	store := view.NewStore()
-	s, _ := testServer(t, store, Options{Kinds: summaryKinds})
+	s, _ := testServer(t, store, Options{Kinds: summaryKinds, MaxWatchesPerUser: -1})
 	for i := 0; i < n; i++ {
 		unreadWatch(t, s.Addr(), teamAWatch)
 	}
@@ -350,6 +351,10 @@ func TestWatchesPerUser(t *testing.T) {
 	}
 	for _, resource := range []string{"summaries", "others"} {
 		resp := watchAs(alice, resource)
+		if resp.StatusCode == 200 {
+			t.Errorf("alice's watch %d (of %s) is served, want 429 TooManyRequests", limit+1, resource)
+			continue
+		}
 		b, _ := io.ReadAll(resp.Body)
 		var st status
 		_ = json.Unmarshal(b, &st)
@@ -378,4 +383,16 @@ func TestWatchesPerUser(t *testing.T) {
 		resp.Body.Close()
 		return false
 	})
+}
+
+// BenchmarkUnreadWatchFanOut is the scenario of a client that opens 200
+// watches of its namespace and reads none while five 1 MiB objects are
+// written there: the growth of the live heap, and the time of a list of
+// the namespace afterwards.
+func BenchmarkUnreadWatchFanOut(b *testing.B) {
+	quietKlog()
+	for b.Loop() {
+		growth := unreadFanOut(b, 200, 5, 1<<20)
+		b.ReportMetric(float64(growth)/(1<<20), "MiB-heap")
+	}
 }

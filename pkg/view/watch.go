@@ -322,8 +322,9 @@ func (s *Store) Watch(gvk schema.GroupVersionKind, opts WatchOptions) (*Watcher,
 		s.watchers[gvk] = map[*Watcher]struct{}{}
 	}
 	s.watchers[gvk][w] = struct{}{}
+	pending := len(w.queue) > 0 // read before a change may push to it
 	s.mu.Unlock()
-	if len(w.queue) > 0 {
+	if pending {
 		select {
 		case w.signal <- struct{}{}:
 		default:
