@@ -179,7 +179,13 @@ func firstNonFinite(v any, p *field.Path, depth int) *field.Error {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			if err := firstNonFinite(x[k], childPath(p, k), depth+1); err != nil {
+			kp := p
+			if depth < maxPathDepth {
+				kp = childPath(p, k)
+			} else if depth == maxPathDepth {
+				kp = p.Child("...")
+			}
+			if err := firstNonFinite(x[k], kp, depth+1); err != nil {
 				return err
 			}
 		}
@@ -188,8 +194,14 @@ func firstNonFinite(v any, p *field.Path, depth int) *field.Error {
 			return field.Invalid(p, "list", fmt.Sprintf("nested more than %d levels deep", MaxNesting))
 		}
 		for i, e := range x {
-			ip := field.NewPath("").Index(i)
-			if p != nil {
+			ip := p
+			switch {
+			case depth == maxPathDepth:
+				ip = p.Child("...")
+			case depth > maxPathDepth:
+			case p == nil:
+				ip = field.NewPath("").Index(i)
+			default:
 				ip = p.Index(i)
 			}
 			if err := firstNonFinite(e, ip, depth+1); err != nil {
@@ -199,6 +211,11 @@ func firstNonFinite(v any, p *field.Path, depth int) *field.Error {
 	}
 	return nil
 }
+
+// maxPathDepth bounds the path of an error: deeper levels are written as
+// one "..." so that the error of a value nested thousands of levels deep
+// stays short.
+const maxPathDepth = 32
 
 // childPath is the path of member k of the map at p: `p.k` for a key made
 // of letters, digits, '_' and '-', else `p[k]`, as the Kubernetes API

@@ -136,6 +136,10 @@ func TestValidateEncodableDeep(t *testing.T) {
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "nested more than 10000 levels deep") {
 		t.Fatalf("ValidateEncodable(%d levels) = %v, want a nesting error", MaxNesting+1, errs)
 	}
+	// The path names the first levels only.
+	if n := len(errs[0].Error()); n > 500 {
+		t.Fatalf("the nesting error is %d bytes long: %.200s", n, errs[0].Error())
+	}
 	var l any = "x"
 	for range 100000 {
 		l = []any{l}
