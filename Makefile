@@ -45,7 +45,7 @@ eval-demo: build ## Run the pod annotator offline with dctl eval (no cluster)
 	$(DCTL) eval -f examples/pod-container-num-annotator/operator.yaml \
 		-i examples/pod-container-num-annotator/input.yaml
 
-kube-binaries: $(K8S_BIN)/kube-apiserver $(K8S_BIN)/etcd $(K8S_BIN)/kubectl ## Build kube-apiserver, etcd and kubectl into bin/k8s
+kube-binaries: $(K8S_BIN)/kube-apiserver $(K8S_BIN)/etcd $(K8S_BIN)/kubectl $(K8S_BIN)/kube-controller-manager ## Build kube-apiserver, etcd, kubectl and kube-controller-manager into bin/k8s
 
 # Built from source through the Go module proxy, once: later runs reuse bin/k8s.
 $(K8S_BIN)/kube-apiserver: hack/kube/go.mod hack/kube/go.sum | prereqs
@@ -54,6 +54,9 @@ $(K8S_BIN)/kube-apiserver: hack/kube/go.mod hack/kube/go.sum | prereqs
 $(K8S_BIN)/kubectl: hack/kube/go.mod hack/kube/go.sum | prereqs
 	@cd hack/kube && $(TIMED) "building kubectl from source into bin/k8s, only the first time" "about 2 minutes on 2 cores" \
 		$(GO) build -o $@ k8s.io/kubernetes/cmd/kubectl
+$(K8S_BIN)/kube-controller-manager: hack/kube/go.mod hack/kube/go.sum | prereqs
+	@cd hack/kube && $(TIMED) "building kube-controller-manager from source into bin/k8s, only the first time" "about 3 minutes on 2 cores" \
+		$(GO) build -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 $(K8S_BIN)/etcd: hack/kube/go.mod hack/kube/go.sum | prereqs
 	@cd hack/kube && $(TIMED) "building etcd from source into bin/k8s, only the first time" "about 30 seconds on 2 cores" \
 		$(GO) build -o $@ go.etcd.io/etcd/server/v3
