@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The getting-started scenario end to end on a local control plane:
-# start etcd + kube-apiserver, install the Operator CRD, run `dctl start`,
-# apply the pod container-number annotator and some pods with kubectl, print
-# the annotations and the operator status, then clean everything up.
+# start etcd, kube-apiserver and kube-controller-manager, install the
+# Operator CRD, run `dctl start`, apply the pod container-number annotator
+# and some pods with kubectl, print the annotations and the operator status,
+# then clean everything up.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -41,7 +42,7 @@ wait_for() { # description command...
 
 annotation_is() { [[ "$(k get pod "$1" -o jsonpath='{.metadata.annotations.dcontroller\.io/container-num}')" == "$2" ]]; }
 
-step "Starting a local control plane (etcd + kube-apiserver)"
+step "Starting a local control plane (etcd, kube-apiserver, kube-controller-manager)"
 "$ROOT/hack/local-cluster.sh" start "$WORK/cluster"
 
 step "Installing the Operator CRD"

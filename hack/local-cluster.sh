@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# Start or stop a local Kubernetes control plane (etcd + kube-apiserver) on
-# loopback, with no container runtime, scheduler or controller-manager.
+# Start or stop a local Kubernetes control plane (etcd, kube-apiserver and
+# kube-controller-manager) on loopback, with no container runtime, scheduler
+# or kubelet.
 #
 #   hack/local-cluster.sh start DIR [--sharded-watch]
 #                                     start it with data in DIR, write DIR/kubeconfig,
-#                                     return once /readyz answers; --sharded-watch turns
-#                                     on the ShardedListAndWatch feature gate (KEP-5866:
-#                                     list and watch with ?shardSelector=shardRange(...))
+#                                     return once kube-apiserver's /readyz and
+#                                     kube-controller-manager's /healthz answer;
+#                                     --sharded-watch turns on the ShardedListAndWatch
+#                                     feature gate (KEP-5866: list and watch with
+#                                     ?shardSelector=shardRange(...))
 #   hack/local-cluster.sh stop DIR    stop it
 #   hack/local-cluster.sh status DIR  print whether it runs, where, and its feature gates
 #
-# The flags follow what controller-runtime's envtest uses, so Pods can be
-# created without a controller-manager (the ServiceAccount admission plugin is
-# off). Several clusters in different DIRs can run at once: ports are picked free.
+# The kube-apiserver flags follow what controller-runtime's envtest uses, so
+# Pods can be created without a ServiceAccount (the ServiceAccount admission
+# plugin is off). kube-controller-manager runs only the controllers that make
+# sense without nodes (KCM_CONTROLLERS below): the garbage collector (objects
+# whose owners are gone are deleted, as ownerReferences promise), the
+# namespace controller (a deleted namespace is emptied and goes away), the
+# Deployment and ReplicaSet controllers (their Pods stay Pending: nothing
+# schedules them), and the ServiceAccount and token controllers (the default
+# ServiceAccount of each namespace). It uses its own credentials (a token in
+# the group system:masters), not per-controller ServiceAccounts. Logs are in
+# DIR/{etcd,kube-apiserver,kube-controller-manager}.log.
+# Several clusters in different DIRs can run at once: ports are picked free.
 # Binaries come from bin/k8s (make kube-binaries), or $KUBE_BIN_DIR.
 # FEATURE_GATES=Gate1=true,Gate2=false passes feature gates to kube-apiserver
 # (--feature-gates), on top of the one --sharded-watch sets.
@@ -20,6 +32,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${KUBE_BIN_DIR:-$ROOT/bin/k8s}"
+# The controllers kube-controller-manager runs (its --controllers).
+KCM_CONTROLLERS=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,serviceaccount-controller,serviceaccount-token-controller
 
 usage() {
   awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'
@@ -48,8 +62,31 @@ wait_ready() { # url what pidfile timeout_s [curl args...]
   done
 }
 
+write_kubeconfig() { # file api_port user token namespace
+  cat >"$1" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$2
+    insecure-skip-tls-verify: true
+users:
+- name: $3
+  user:
+    token: $4
+contexts:
+- name: local
+  context:
+    cluster: local
+    user: $3
+    namespace: $5
+current-context: local
+KUBECONFIG
+}
+
 start() {
-  for b in etcd kube-apiserver; do
+  for b in etcd kube-apiserver kube-controller-manager; do
     if [[ ! -x "$BIN/$b" ]]; then
       echo "error: $BIN/$b not found; run 'make kube-binaries' first" >&2
       exit 1
@@ -78,12 +115,13 @@ start() {
     openssl genrsa -out "$DIR/certs/sa.key" 2048 2>/dev/null
     openssl rsa -in "$DIR/certs/sa.key" -pubout -out "$DIR/certs/sa.pub" 2>/dev/null
   fi
-  if [[ ! -f "$DIR/token" ]]; then
-    token=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
-    echo "$token" >"$DIR/token"
-    echo "$token,admin,admin,system:masters" >"$DIR/certs/tokens.csv"
-  fi
+  local kcm_token
+  [[ -f "$DIR/token" ]] || od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$DIR/token"
+  [[ -f "$DIR/controller-manager.token" ]] || od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$DIR/controller-manager.token"
   token=$(cat "$DIR/token")
+  kcm_token=$(cat "$DIR/controller-manager.token")
+  printf '%s\n' "$token,admin,admin,system:masters" \
+    "$kcm_token,system:kube-controller-manager,system:kube-controller-manager,system:masters" >"$DIR/certs/tokens.csv"
 
   local gates="${FEATURE_GATES:-}"
   if [[ $SHARDED_WATCH == 1 ]]; then
@@ -112,32 +150,38 @@ start() {
   echo $! >"$DIR/apiserver.pid"
   wait_ready "https://127.0.0.1:$api_port/readyz" kube-apiserver "$DIR/apiserver.pid" 120 -k -H "Authorization: Bearer $token"
 
-  cat >"$DIR/kubeconfig" <<KUBECONFIG
-apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster:
-    server: https://127.0.0.1:$api_port
-    insecure-skip-tls-verify: true
-users:
-- name: admin
-  user:
-    token: $token
-contexts:
-- name: local
-  context:
-    cluster: local
-    user: admin
-    namespace: default
-current-context: local
-KUBECONFIG
+  write_kubeconfig "$DIR/kubeconfig" "$api_port" admin "$token" default
+  write_kubeconfig "$DIR/controller-manager.kubeconfig" "$api_port" system:kube-controller-manager "$kcm_token" kube-system
+
+  # The controller manager serves /healthz on a loopback port of its own,
+  # with a self-signed certificate in DIR/controller-manager-certs.
+  local kcm_port
+  kcm_port=$(free_port)
+  echo "starting kube-controller-manager on 127.0.0.1:$kcm_port (controllers: $KCM_CONTROLLERS)" >&2
+  "$BIN/kube-controller-manager" \
+    --kubeconfig "$DIR/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$DIR/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$DIR/controller-manager.kubeconfig" \
+    --authentication-skip-lookup \
+    --bind-address 127.0.0.1 --secure-port "$kcm_port" \
+    --cert-dir "$DIR/controller-manager-certs" \
+    --controllers "$KCM_CONTROLLERS" \
+    --use-service-account-credentials=false \
+    --service-account-private-key-file "$DIR/certs/sa.key" \
+    --root-ca-file "$DIR/certs/apiserver.crt" \
+    --leader-elect=false \
+    --kube-api-qps 100 --kube-api-burst 200 \
+    >"$DIR/kube-controller-manager.log" 2>&1 &
+  echo $! >"$DIR/controller-manager.pid"
+  echo "$kcm_port" >"$DIR/controller-manager.port"
+  wait_ready "https://127.0.0.1:$kcm_port/healthz" kube-controller-manager "$DIR/controller-manager.pid" 60 -k
+
   echo "cluster ready: export KUBECONFIG=$DIR/kubeconfig" >&2
 }
 
 stop() {
   local pid
-  for f in apiserver etcd; do
+  for f in controller-manager apiserver etcd; do
     if [[ -f "$DIR/$f.pid" ]]; then
       pid=$(cat "$DIR/$f.pid")
       if kill "$pid" 2>/dev/null; then
@@ -155,6 +199,11 @@ status() {
     local gates
     gates=$(cat "$DIR/feature-gates" 2>/dev/null || true)
     echo "running: $(grep server: "$DIR/kubeconfig" | awk '{print $2}') (KUBECONFIG=$DIR/kubeconfig)${gates:+ feature gates: $gates}"
+    if [[ -f "$DIR/controller-manager.pid" ]] && kill -0 "$(cat "$DIR/controller-manager.pid")" 2>/dev/null; then
+      echo "kube-controller-manager: running on https://127.0.0.1:$(cat "$DIR/controller-manager.port") (controllers: $KCM_CONTROLLERS)"
+    else
+      echo "kube-controller-manager: stopped (see $DIR/kube-controller-manager.log)"
+    fi
   else
     echo "stopped"
     return 1

@@ -2,13 +2,17 @@ package build
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // localCluster runs hack/local-cluster.sh with extra environment variables;
@@ -24,6 +28,34 @@ func localCluster(t *testing.T, env []string, args ...string) (string, int) {
 		t.Fatal(err)
 	}
 	return string(out), 0
+}
+
+// needKubeBinaries fails the test when a binary of make kube-binaries is
+// missing from bin/k8s.
+func needKubeBinaries(t *testing.T) {
+	t.Helper()
+	for _, b := range []string{"etcd", "kube-apiserver", "kubectl", "kube-controller-manager"} {
+		if _, err := os.Stat(filepath.Join("..", "..", "bin", "k8s", b)); err != nil {
+			t.Fatalf("bin/k8s/%s is needed to run this test (make kube-binaries): %v", b, err)
+		}
+	}
+}
+
+// startLocalCluster starts the local control plane in a temporary
+// directory, stops it when the test ends and returns the directory.
+func startLocalCluster(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, code := localCluster(t, env, append([]string{"start", dir}, args...)...)
+	t.Cleanup(func() {
+		if out, code := localCluster(t, nil, "stop", dir); code != 0 {
+			t.Errorf("stop: exit %d\n%s", code, out)
+		}
+	})
+	if code != 0 {
+		t.Fatalf("start: exit %d\n%s", code, out)
+	}
+	return dir
 }
 
 // shardList is the part of a list response that sharded list and watch
@@ -76,11 +108,7 @@ func (l shardList) names() []string {
 // partition the namespaces and each response echoes its selector in
 // metadata.shardInfo; without it, the selector is ignored.
 func TestLocalClusterShardedWatch(t *testing.T) {
-	for _, b := range []string{"etcd", "kube-apiserver", "kubectl"} {
-		if _, err := os.Stat(filepath.Join("..", "..", "bin", "k8s", b)); err != nil {
-			t.Fatalf("bin/k8s/%s is needed to run this test (make kube-binaries): %v", b, err)
-		}
-	}
+	needKubeBinaries(t)
 	const (
 		lower = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"
 		upper = "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')"
@@ -97,16 +125,7 @@ func TestLocalClusterShardedWatch(t *testing.T) {
 		{name: "no gate", env: []string{"FEATURE_GATES="}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			out, code := localCluster(t, tc.env, append([]string{"start", dir}, tc.args...)...)
-			t.Cleanup(func() {
-				if out, code := localCluster(t, nil, "stop", dir); code != 0 {
-					t.Errorf("stop: exit %d\n%s", code, out)
-				}
-			})
-			if code != 0 {
-				t.Fatalf("start: exit %d\n%s", code, out)
-			}
+			dir := startLocalCluster(t, tc.env, tc.args...)
 			status, code := localCluster(t, nil, "status", dir)
 			if code != 0 || !strings.HasPrefix(status, "running: https://127.0.0.1:") {
 				t.Fatalf("status: exit %d: %s", code, status)
@@ -164,5 +183,133 @@ func TestLocalClusterUsage(t *testing.T) {
 		if code != tc.wantCode || !strings.Contains(out, "hack/local-cluster.sh start DIR [--sharded-watch]") {
 			t.Errorf("%q: exit %d, want %d; output:\n%s", tc.args, code, tc.wantCode, out)
 		}
+	}
+}
+
+// kubectlIn runs bin/k8s/kubectl with kubeconfig; the output and error.
+func kubectlIn(kubeconfig, stdin string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join("..", "..", "bin", "k8s", "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// processAlive reports whether process pid exists and is not a zombie (a
+// process whose parent, the script, has exited is reaped by whatever
+// adopts it, which may take a moment or, in a container, never happen).
+func processAlive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
+
+// waitFor polls cond every 200ms until it returns "" or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", timeout, msg)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestLocalClusterControllerManager: the local control plane runs
+// kube-controller-manager. status names it and its controllers; the
+// garbage collector deletes a ConfigMap whose owner (another ConfigMap) is
+// deleted; the namespace controller removes a deleted namespace and the
+// ServiceAccount controller gives a new one its default ServiceAccount;
+// stop ends the process.
+func TestLocalClusterControllerManager(t *testing.T) {
+	needKubeBinaries(t)
+	dir := startLocalCluster(t, nil)
+	status, code := localCluster(t, nil, "status", dir)
+	const controllers = "garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,serviceaccount-controller,serviceaccount-token-controller"
+	if code != 0 || !strings.Contains(status, "\nkube-controller-manager: running on https://127.0.0.1:") ||
+		!strings.Contains(status, "(controllers: "+controllers+")") {
+		t.Fatalf("status: exit %d: %s", code, status)
+	}
+	pidText, err := os.ReadFile(filepath.Join(dir, "controller-manager.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kube-controller-manager.log")); err != nil {
+		t.Errorf("no log of its own: %v", err)
+	}
+
+	kc := filepath.Join(dir, "kubeconfig")
+	const ns = "gc-probe"
+	if out, err := kubectlIn(kc, "", "create", "namespace", ns); err != nil {
+		t.Fatal(out, err)
+	}
+	waitFor(t, 60*time.Second, func() string {
+		if _, err := kubectlIn(kc, "", "-n", ns, "get", "serviceaccount", "default"); err != nil {
+			return "no default ServiceAccount: " + err.Error()
+		}
+		return ""
+	})
+	if out, err := kubectlIn(kc, "", "-n", ns, "create", "configmap", "owner"); err != nil {
+		t.Fatal(out, err)
+	}
+	uid, err := kubectlIn(kc, "", "-n", ns, "get", "configmap", "owner", "-o", "jsonpath={.metadata.uid}")
+	if err != nil {
+		t.Fatal(uid, err)
+	}
+	child := fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: child
+  namespace: %s
+  ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: owner, uid: %s}]
+`, ns, uid)
+	if out, err := kubectlIn(kc, child, "create", "-f", "-"); err != nil {
+		t.Fatal(out, err)
+	}
+	if out, err := kubectlIn(kc, "", "-n", ns, "delete", "configmap", "owner"); err != nil {
+		t.Fatal(out, err)
+	}
+	waitFor(t, 60*time.Second, func() string {
+		if out, err := kubectlIn(kc, "", "-n", ns, "get", "configmap", "child"); err == nil || !strings.Contains(err.Error(), "NotFound") {
+			return fmt.Sprintf("the child of a deleted owner is still there: %s %v", out, err)
+		}
+		return ""
+	})
+	if out, err := kubectlIn(kc, "", "delete", "namespace", ns, "--wait=false"); err != nil {
+		t.Fatal(out, err)
+	}
+	waitFor(t, 60*time.Second, func() string {
+		if out, err := kubectlIn(kc, "", "get", "namespace", ns); err == nil || !strings.Contains(err.Error(), "NotFound") {
+			return fmt.Sprintf("the deleted namespace is still there: %s %v", out, err)
+		}
+		return ""
+	})
+
+	if out, code := localCluster(t, nil, "stop", dir); code != 0 {
+		t.Fatalf("stop: exit %d\n%s", code, out)
+	}
+	if processAlive(pid) {
+		t.Errorf("kube-controller-manager (pid %d) runs after stop", pid)
+	}
+	if status, code := localCluster(t, nil, "status", dir); code != 1 || status != "stopped\n" {
+		t.Errorf("status after stop: exit %d: %q", code, status)
 	}
 }
