@@ -30,6 +30,9 @@ var (
 	kubeconfig string
 	restConfig *rest.Config
 	k8sClient  client.Client
+	// kcm is the kube-controller-manager that runs beside the suite's
+	// kube-apiserver (garbage collector, namespace lifecycle, ...).
+	kcm *controllerManager
 )
 
 func TestMain(m *testing.M) {
@@ -40,7 +43,7 @@ func run(m *testing.M) int {
 	wd, _ := os.Getwd()
 	repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
 	binDir := filepath.Join(repoRoot, "bin", "k8s")
-	for _, b := range []string{"etcd", "kube-apiserver", "kubectl"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kubectl", "kube-controller-manager"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: %s is missing; run 'make kube-binaries' (make test does it)\n", filepath.Join(binDir, b))
 			return 1
@@ -94,6 +97,19 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// A real cluster runs a controller manager: without one, nothing
+	// deletes the objects of a deleted owner or a deleted namespace.
+	started := time.Now()
+	if kcm, err = startControllerManager(env, dir); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: kube-controller-manager healthy after %s\n", time.Since(started).Round(time.Millisecond))
+	defer func() {
+		if err := kcm.stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %v\n%s", err, kcm.logTail())
+		}
+	}()
 	return m.Run()
 }
 
