@@ -18,6 +18,8 @@ import (
 // /usr/bin/metacontroller (a link to dctl) with the args of Metacontroller's
 // production manifest and the kubeconfig from the environment. The manager
 // starts, says that Operators are off, and runs a CompositeController.
+// (This second control plane runs no kube-controller-manager: nothing here
+// is deleted.)
 func TestMetacontrollerDropIn(t *testing.T) {
 	binDir := filepath.Join(repoRoot, "bin", "k8s")
 	env := &envtest.Environment{

@@ -50,7 +50,9 @@ rules:
 
 // shardCluster is a control plane of a test's own (kube-apiserver with
 // the write audit log above, etcd, the CRDs of config/crd) and clients for
-// it.
+// it. It runs no kube-controller-manager: the sharding tests delete
+// children through finalize hooks, not the garbage collector, and count
+// the members' requests only.
 type shardCluster struct {
 	kubeconfig string
 	auditLog   string
