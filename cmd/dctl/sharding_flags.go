@@ -40,6 +40,7 @@ type shardingFlags struct {
 	lease     time.Duration
 	renew     time.Duration
 	retry     time.Duration
+	maxPeer   time.Duration
 }
 
 func (s *shardingFlags) register(cmd *cobra.Command) {
@@ -54,6 +55,9 @@ func (s *shardingFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&s.lease, "sharding-lease-duration", sharding.DefaultLeaseDuration, "how long a member that stopped renewing its Lease still counts as live; its work moves after that")
 	fs.DurationVar(&s.renew, "sharding-renew-deadline", sharding.DefaultRenewDeadline, "a member that could not renew its Lease for this long stops all work and exits (shorter than the lease duration)")
 	fs.DurationVar(&s.retry, "sharding-retry-period", sharding.DefaultRetryPeriod, "how often a member renews its Lease and rebalances")
+	fs.DurationVar(&s.maxPeer, "sharding-max-peer-lease-duration", 0,
+		"cap on the lease duration another member publishes on its Lease (spec.leaseDurationSeconds): how long its buckets stay its own at most "+
+			"after it stops renewing (0: 4 times --sharding-lease-duration; at least --sharding-lease-duration)")
 }
 
 // validate checks the flags against each other and the manager flags.
@@ -103,6 +107,9 @@ func (s *shardingFlags) validate(f *managerFlags, fs *pflag.FlagSet) error {
 	if s.retry >= s.renew {
 		return fmt.Errorf("--sharding-retry-period (%s) must be shorter than --sharding-renew-deadline (%s)", s.retry, s.renew)
 	}
+	if s.maxPeer < 0 || (s.maxPeer > 0 && s.maxPeer < s.lease) {
+		return fmt.Errorf("--sharding-max-peer-lease-duration (%s) must not be shorter than --sharding-lease-duration (%s) (0: 4 times it)", s.maxPeer, s.lease)
+	}
 	return nil
 }
 
@@ -128,7 +135,7 @@ func (s *shardingFlags) newRing(cfg *rest.Config, f *managerFlags, rec events.Ev
 	}
 	return sharding.New(sharding.Options{
 		Client: cs, Namespace: ns, Ring: s.ring, Identity: s.identity, Address: s.address,
-		LeaseDuration: s.lease, RenewDeadline: s.renew, RetryPeriod: s.retry,
+		LeaseDuration: s.lease, RenewDeadline: s.renew, RetryPeriod: s.retry, MaxPeerLeaseDuration: s.maxPeer,
 		Stats: stats, Recorder: rec, Logger: log.WithName("sharding"),
 	})
 }

@@ -21,6 +21,8 @@ func TestShardingFlagErrors(t *testing.T) {
 		{[]string{"--sharding", "--sharding-address=:8443"}, "not an unspecified address"},
 		{[]string{"--sharding", "--sharding-address=m1:http"}, `port "http" is not a number`},
 		{[]string{"--sharding", "--sharding-renew-deadline=10s", "--sharding-lease-duration=5s"}, "must be shorter than --sharding-lease-duration"},
+		{[]string{"--sharding", "--sharding-max-peer-lease-duration=10s"}, "--sharding-max-peer-lease-duration (10s) must not be shorter than --sharding-lease-duration (15s)"},
+		{[]string{"--sharding", "--sharding-max-peer-lease-duration=-1s"}, "--sharding-max-peer-lease-duration (-1s) must not be shorter"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -19,6 +19,7 @@ import (
 	"github.com/dcontroller/dcontroller/pkg/apiserver"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
+	"github.com/dcontroller/dcontroller/pkg/sharding"
 )
 
 func newStartCommand() *cobra.Command {
@@ -104,7 +105,7 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 		return fmt.Errorf("neither the Operator CRD (operators.%s) nor the CompositeController and DecoratorController CRDs (%s) are installed in the cluster; install them with `kubectl apply -k config/crd` (%w)", opv1a1.GroupName, mcv1a1.GroupName, errO)
 	}
 	if errO == nil {
-		rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log.WithName("operator"), Ring: ring,
+		rec := &operator.Reconciler{Client: sharding.FenceWrites(mgr.GetClient(), ring), Runtime: rt, Logger: log.WithName("operator"), Ring: ring,
 			Recorder: events.Limit(mgr.GetEventRecorder("dcontroller"), mf.eventsQPS, mf.eventsBurst)}
 		if err := rec.SetupWithManager(ctx, mgr); err != nil {
 			return err

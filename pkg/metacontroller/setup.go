@@ -94,7 +94,8 @@ type Options struct {
 	// active replicas (dctl start --sharding): every member runs every
 	// controller, but syncs only the parents whose UID falls in its
 	// buckets, and writes a controller object's status and finalizer only
-	// when the object's key falls in them. nil: all of it.
+	// when the object's key falls in them; every write checks the ring's
+	// fence first (sharding.FenceWrites). nil: all of it.
 	Ring *sharding.Ring
 	// Counters, when set, counts this manager's syncs.
 	Counters *Counters
@@ -160,7 +161,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	log := opts.Logger.WithName("metacontroller")
 	r := &runner{ctx: ctx, running: map[string]*running{}, attempts: map[string]int{},
 		target: opts.TargetSelector, maxRetryDelay: opts.DiscoveryInterval, deps: deps{
-			client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
+			client: sharding.FenceWrites(mgr.GetClient(), opts.Ring), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
 			recorder: events.Limit(mgr.GetEventRecorder("dcontroller-metacontroller"), opts.EventsQPS, opts.EventsBurst),
 			log:      log, workers: opts.Workers, applyStrategy: strategy, fieldManager: opts.FieldManager,
 			ring: opts.Ring, counters: opts.Counters, hookLimits: opts.HookLimits,

@@ -505,11 +505,16 @@ func (r *Runtime) Cancel(name string, generation int64) {
 	}
 }
 
-// SetRing sets RuntimeOptions.Ring; call it before the first Upsert.
+// SetRing sets RuntimeOptions.Ring; call it before the first Upsert. The
+// controllers' writes to the cluster then check the ring's fence
+// (sharding.FenceWrites) first.
 func (r *Runtime) SetRing(ring *sharding.Ring) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.opts.Ring = ring
+	if r.opts.Client != nil {
+		r.kube = kubeClient{c: sharding.FenceWrites(r.opts.Client, ring)}
+	}
 }
 
 // ByNamespace reports whether the named operator runs (or starts) split by

@@ -32,5 +32,10 @@
 // by first stopping its work there (its OnChange handlers return, the
 // guards taken with Acquire are given back), then clearing the holder. A
 // member that cannot renew its own Lease for RenewDeadline stops all work
-// before others may consider it dead (RenewDeadline < LeaseDuration).
+// before others may consider it dead (RenewDeadline < LeaseDuration), and
+// does not renew it any more. Writes check the fence themselves too
+// (Fence, FenceWrites): a write is refused once the last renewal started
+// RenewDeadline ago on the monotonic clock, so a process resumed after a
+// stop sends nothing from the syncs it was running. The lease duration a
+// peer publishes is capped by Options.MaxPeerLeaseDuration.
 package sharding

@@ -235,6 +235,13 @@ func (l *loop) renew() {
 	r := l.r
 	start := time.Now()
 	l.lastTry = start
+	if l.started && start.Sub(l.lastRenew) > r.opts.RenewDeadline {
+		// Past the renew deadline (the process was stopped, or every
+		// attempt failed): the others may have taken the buckets already,
+		// and a renewal now would give the fence back (Fence) to a sync
+		// that began before. The caller gives all work up instead (lost).
+		return
+	}
 	ctx, cancel := l.apiContext()
 	defer cancel()
 	leases := r.opts.Client.CoordinationV1().Leases(r.opts.Namespace)
@@ -290,6 +297,7 @@ func (l *loop) renewed(le *coordinationv1.Lease, start time.Time) {
 	l.lease = le
 	l.lastRenew = start
 	l.r.lastRenew.Store(start.UnixNano())
+	l.r.fenced(start)
 }
 
 func (l *loop) renewFailed(err error) {
@@ -647,9 +655,12 @@ func (r *Ring) observe(obj any, now time.Time) {
 	if !ok {
 		return
 	}
+	// The peer's own lease duration, capped: a Lease that claims years
+	// (leaseDurationSeconds up to 2^31-1) must not park its holder's
+	// buckets for that long once it stops renewing.
 	d := r.opts.LeaseDuration
 	if s := ptr.Deref(le.Spec.LeaseDurationSeconds, 0); s > 0 {
-		d = time.Duration(s) * time.Second
+		d = min(time.Duration(s)*time.Second, r.opts.MaxPeerLeaseDuration)
 	}
 	r.obsMu.Lock()
 	defer r.obsMu.Unlock()

@@ -48,6 +48,12 @@ func (o Options) complete() (Options, error) {
 	if o.RenewDeadline >= o.LeaseDuration {
 		return o, fmt.Errorf("sharding: RenewDeadline (%s) must be shorter than LeaseDuration (%s)", o.RenewDeadline, o.LeaseDuration)
 	}
+	if o.MaxPeerLeaseDuration == 0 {
+		o.MaxPeerLeaseDuration = DefaultMaxPeerLeaseFactor * o.LeaseDuration
+	}
+	if o.MaxPeerLeaseDuration < o.LeaseDuration {
+		return o, fmt.Errorf("sharding: MaxPeerLeaseDuration (%s) must not be shorter than LeaseDuration (%s)", o.MaxPeerLeaseDuration, o.LeaseDuration)
+	}
 	if o.RetryPeriod >= o.RenewDeadline {
 		return o, fmt.Errorf("sharding: RetryPeriod (%s) must be shorter than RenewDeadline (%s)", o.RetryPeriod, o.RenewDeadline)
 	}

@@ -47,6 +47,9 @@ const (
 	DefaultRenewDeadline = 10 * time.Second
 	DefaultRetryPeriod   = 2 * time.Second
 	DefaultRing          = "dcontroller"
+	// DefaultMaxPeerLeaseFactor: Options.MaxPeerLeaseDuration defaults to
+	// this many times Options.LeaseDuration.
+	DefaultMaxPeerLeaseFactor = 4
 )
 
 // Options configure a Ring.
@@ -70,6 +73,12 @@ type Options struct {
 	// client-go's leader election; defaults above. RenewDeadline must be
 	// shorter than LeaseDuration.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// MaxPeerLeaseDuration caps the lease duration another member publishes
+	// on its Lease (spec.leaseDurationSeconds), which decides how long
+	// after its last renewal it still counts as live and keeps its buckets.
+	// Default DefaultMaxPeerLeaseFactor × LeaseDuration; it may not be
+	// shorter than LeaseDuration.
+	MaxPeerLeaseDuration time.Duration
 	// Stats, when set, is called at each renewal; its result is published as
 	// JSON on the member's Lease (AnnotationStats) for `dctl status`.
 	Stats func() map[string]int64
@@ -186,6 +195,11 @@ type Ring struct {
 	obs   map[string]*observation
 	// lastRenew is the start of the last successful renewal (UnixNano).
 	lastRenew atomic.Int64
+	// epoch is when New ran (with its monotonic clock reading); fenceAt is
+	// the start of the last successful renewal as nanoseconds since epoch,
+	// plus one (0: never renewed). Fence reads them.
+	epoch   time.Time
+	fenceAt atomic.Int64
 }
 
 // New checks opts and returns a Ring; nothing runs until Start.
@@ -202,6 +216,7 @@ func New(opts Options) (*Ring, error) {
 		metrics:     metricsFor(o.Ring),
 		guardFree:   make(chan struct{}, 1),
 		obs:         map[string]*observation{},
+		epoch:       time.Now(),
 	}
 	return r, nil
 }
@@ -304,16 +319,21 @@ func (r *Ring) OwnsBucket(b int) bool {
 	return BucketSet(r.held.Load()).Has(b)
 }
 
-// Acquire is Owns with a guard: when key's bucket is worked here it returns
-// a release function and true, and the bucket is not released (handlers not
-// called, holder not cleared) until every such function was called. Hold it
-// across the writes of one reconcile. A nil Ring returns a no-op and true.
+// Acquire is Owns with a guard: when key's bucket is worked here and the
+// member holds its fence (Fence) it returns a release function and true,
+// and the bucket is not released (handlers not called, holder not cleared)
+// until every such function was called. Hold it across the writes of one
+// reconcile, and write through FenceWrites: the fence may lapse while the
+// guard is out. A nil Ring returns a no-op and true.
 func (r *Ring) Acquire(key string) (release func(), ok bool) { return r.AcquireBucket(Bucket(key)) }
 
 // AcquireBucket is Acquire of bucket b (e.g. NameBucket of a name).
 func (r *Ring) AcquireBucket(b int) (release func(), ok bool) {
 	if r == nil {
 		return func() {}, true
+	}
+	if r.Fence() != nil {
+		return func() {}, false
 	}
 	r.guardMu.Lock()
 	if !BucketSet(r.held.Load()).Has(b) {

@@ -28,6 +28,9 @@ var restConfig *rest.Config
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
+	if os.Getenv(stoppableMemberEnv) != "" {
+		return runStoppableMember()
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -78,6 +81,8 @@ type cluster struct {
 	// releaseDelay makes every member's handler take this long to release
 	// (an Operator whose controllers take time to stop).
 	releaseDelay time.Duration
+	// maxPeerLease is the members' Options.MaxPeerLeaseDuration.
+	maxPeerLease time.Duration
 }
 
 type member struct {
@@ -163,7 +168,7 @@ func (c *cluster) startAs(id, identity string) *member {
 		Client: kubernetes.NewForConfigOrDie(cfg), Namespace: c.ns, Ring: "test", Identity: identity,
 		Address: id + ".example:8443", Stats: func() map[string]int64 { return map[string]int64{"objects": 7} },
 		Recorder:      rec,
-		LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
+		LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry, MaxPeerLeaseDuration: c.maxPeerLease,
 	})
 	if err != nil {
 		c.t.Fatal(err)
