@@ -42,6 +42,27 @@ func (r *Ring) Fence() error {
 	return nil
 }
 
+// write runs f, a write, when this member holds its fence, with ctx
+// bounded by the end of the fence (the start of the last renewal plus
+// RenewDeadline): a write whose process is stopped after the check and
+// resumed past that end is stopped by client-go's and the HTTP transport's
+// context checks, unless its request was already on its way. Its error
+// then wraps ErrNotFenced too.
+func (r *Ring) write(ctx context.Context, f func(ctx context.Context) error) error {
+	if err := r.Fence(); err != nil {
+		return err
+	}
+	end := r.epoch.Add(time.Duration(r.fenceAt.Load()-1) + r.opts.RenewDeadline)
+	fctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	err := f(fctx)
+	if err != nil && ctx.Err() == nil && errors.Is(fctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("sharding: ring %q member %q: %w: the member Lease %s/%s was not renewed within the renew deadline %s during the write: %w",
+			r.opts.Ring, r.opts.Identity, ErrNotFenced, r.opts.Namespace, r.memberName, r.opts.RenewDeadline, err)
+	}
+	return err
+}
+
 // fenced records a successful renewal of the member Lease that started
 // at start (a time.Now() reading, monotonic clock included).
 func (r *Ring) fenced(start time.Time) {
@@ -52,7 +73,9 @@ func (r *Ring) fenced(start time.Time) {
 // FenceWrites returns c whose writes (Create, Update, Patch, Delete,
 // DeleteAllOf, Apply, and those of Status() and SubResource()) first check
 // r.Fence and fail with its error, sending nothing, when this member does
-// not hold its fence; reads pass through. A nil Ring returns c itself.
+// not hold its fence; a write that passed the check runs with a context
+// that ends with the fence. Reads pass through. A nil Ring returns c
+// itself.
 // Give the result to every write path that works the ring's buckets.
 func FenceWrites(c client.Client, r *Ring) client.Client {
 	if r == nil || c == nil {
@@ -67,45 +90,27 @@ type fencedClient struct {
 }
 
 func (c fencedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if err := c.ring.Fence(); err != nil {
-		return err
-	}
-	return c.Client.Create(ctx, obj, opts...)
+	return c.ring.write(ctx, func(ctx context.Context) error { return c.Client.Create(ctx, obj, opts...) })
 }
 
 func (c fencedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	if err := c.ring.Fence(); err != nil {
-		return err
-	}
-	return c.Client.Update(ctx, obj, opts...)
+	return c.ring.write(ctx, func(ctx context.Context) error { return c.Client.Update(ctx, obj, opts...) })
 }
 
 func (c fencedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if err := c.ring.Fence(); err != nil {
-		return err
-	}
-	return c.Client.Patch(ctx, obj, patch, opts...)
+	return c.ring.write(ctx, func(ctx context.Context) error { return c.Client.Patch(ctx, obj, patch, opts...) })
 }
 
 func (c fencedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if err := c.ring.Fence(); err != nil {
-		return err
-	}
-	return c.Client.Delete(ctx, obj, opts...)
+	return c.ring.write(ctx, func(ctx context.Context) error { return c.Client.Delete(ctx, obj, opts...) })
 }
 
 func (c fencedClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
-	if err := c.ring.Fence(); err != nil {
-		return err
-	}
-	return c.Client.DeleteAllOf(ctx, obj, opts...)
+	return c.ring.write(ctx, func(ctx context.Context) error { return c.Client.DeleteAllOf(ctx, obj, opts...) })
 }
 
 func (c fencedClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-	if err := c.ring.Fence(); err != nil {
-		return err
-	}
-	return c.Client.Apply(ctx, obj, opts...)
+	return c.ring.write(ctx, func(ctx context.Context) error { return c.Client.Apply(ctx, obj, opts...) })
 }
 
 func (c fencedClient) Status() client.SubResourceWriter {
@@ -126,29 +131,17 @@ type fencedSubResource struct {
 }
 
 func (w fencedSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
-	if err := w.ring.Fence(); err != nil {
-		return err
-	}
-	return w.SubResourceWriter.Create(ctx, obj, sub, opts...)
+	return w.ring.write(ctx, func(ctx context.Context) error { return w.SubResourceWriter.Create(ctx, obj, sub, opts...) })
 }
 
 func (w fencedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if err := w.ring.Fence(); err != nil {
-		return err
-	}
-	return w.SubResourceWriter.Update(ctx, obj, opts...)
+	return w.ring.write(ctx, func(ctx context.Context) error { return w.SubResourceWriter.Update(ctx, obj, opts...) })
 }
 
 func (w fencedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if err := w.ring.Fence(); err != nil {
-		return err
-	}
-	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+	return w.ring.write(ctx, func(ctx context.Context) error { return w.SubResourceWriter.Patch(ctx, obj, patch, opts...) })
 }
 
 func (w fencedSubResource) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	if err := w.ring.Fence(); err != nil {
-		return err
-	}
-	return w.SubResourceWriter.Apply(ctx, obj, opts...)
+	return w.ring.write(ctx, func(ctx context.Context) error { return w.SubResourceWriter.Apply(ctx, obj, opts...) })
 }
