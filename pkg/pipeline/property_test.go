@@ -146,6 +146,28 @@ var propertyCases = []struct {
 	{"join+groupBy", []string{"Pod", "Service"}, `[
 			{"@join": {"@eq": ["$.Pod.metadata.labels.app", "$.Service.spec.selector.app"]}},
 			{"@groupBy": [{"@concat": ["$.Service.metadata.namespace", "/", "$.Service.metadata.name"]}, "$.Pod.status.podIP"]}]`},
+	{"left join+groupBy", []string{"Pod", "Service"}, `[
+			{"@join": [{"@and": [
+				{"@eq": ["$.Pod.metadata.labels.app", "$.Service.spec.selector.app"]},
+				{"@eq": ["$.Pod.metadata.namespace", "$.Service.metadata.namespace"]},
+				{"@eq": ["$.Pod.metadata.labels.tier", "fe"]}]}, {"soft": ["Pod"]}]},
+			{"@groupBy": [{"@concat": ["$.Service.metadata.namespace", "/", "$.Service.metadata.name"]}, "$.Pod.metadata.name"]}]`},
+	{"left join, hard filter, no keys", []string{"Pod", "Service"}, `[
+			{"@join": [{"@and": [
+				{"@selector": ["$.Service.spec.selector", "$.Pod.metadata.labels"]},
+				{"@neq": ["$.Pod.metadata.labels.tier", "be"]}]}, {"soft": ["Service"], "index": {"Pod": "$.metadata.labels.app"}}]},
+			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name"}}]`},
+	{"left join, two soft kinds", []string{"Pod", "Service", "Node"}, `[
+			{"@join": [{"@and": [
+				{"@eq": ["$.Service.spec.selector.app", "$.Pod.metadata.labels.app"]},
+				{"@eq": ["$.Node.metadata.name", "$.Pod.spec.nodeName"]},
+				{"@neq": ["$.Node.metadata.labels.zone", "z1"]}]}, {"soft": ["Pod", "Node"]}]},
+			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name", "node": "$.Node.metadata.name"}}]`},
+	{"left join, two hard kinds", []string{"Pod", "Service", "Node"}, `[
+			{"@join": [{"@and": [
+				{"@eq": ["$.Service.spec.selector.app", "$.Pod.metadata.labels.app"]},
+				{"@eq": ["$.Node.metadata.name", "$.Pod.spec.nodeName"]}]}, {"soft": ["Node"]}]},
+			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name", "node": "$.Node.metadata.name"}}]`},
 }
 
 func TestPipelineProperty(t *testing.T) {
