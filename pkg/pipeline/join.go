@@ -26,9 +26,6 @@ type joinStage struct {
 	joins   []binaryOp
 	max     int          // bound of each join's step output; 0: none
 	inputs  []*dbsp.ZSet // the left input of each join in the last step
-	// filter, if set, is applied to the first source's documents before
-	// the first join (a linear dbsp.Filter).
-	filter *dbsp.Filter
 }
 
 // binaryOp is an incremental binary operator of the join chain: a
@@ -201,10 +198,12 @@ func joinOptions(v any, path string, sources []string) ([]string, error) {
 // compileLeftJoin compiles a @join with soft kinds. The sources are joined
 // in the order hard kinds, then soft kinds (each in source order). The
 // condition's conjuncts (the operands of its top-level @and, recursively)
-// are split: a conjunct naming no soft kind filters the rows of the hard
-// kinds (checked at the last inner join, or before the first join when there
-// is one hard kind); the other conjuncts are the match condition of the
-// last soft kind they name, in join order (a conjunct whose kinds cannot be
+// are split: a conjunct naming two or more hard kinds and no soft kind
+// filters the rows of the hard kinds (checked at the last inner join); one
+// naming at most one hard kind and no soft kind belongs to the first soft
+// kind's match condition, so that a row failing it is kept with that kind
+// null (SQL's ON); the other conjuncts are the match condition of the last
+// soft kind they name, in join order (a conjunct whose kinds cannot be
 // told, e.g. one reading "$" whole, belongs to the last soft kind). Each
 // soft kind S is joined by a dbsp.LeftJoin: a row with no document of S for
 // which S's conjuncts hold yields the row with S null.
@@ -219,11 +218,19 @@ func compileLeftJoin(cond expression.Expression, stagePath string, sources, soft
 	order = append(order, soft...)
 	byKind := map[string][]expression.Expression{} // "" holds the hard conjuncts
 	for _, c := range conjuncts(cond) {
-		owner := ""
+		owner, hardKinds := "", 0
 		for _, k := range kindsOf(c, sources) {
-			if slices.Contains(soft, k) && slices.Index(order, k) > slices.Index(order, owner) {
+			if !slices.Contains(soft, k) {
+				hardKinds++
+			} else if slices.Index(order, k) > slices.Index(order, owner) {
 				owner = k
 			}
+		}
+		if owner == "" && hardKinds < 2 {
+			// A condition on one hard kind alone is part of the first soft
+			// kind's match (as SQL's ON): a row failing it is kept, with
+			// the soft kind null, instead of being dropped.
+			owner = order[nhard]
 		}
 		byKind[owner] = append(byKind[owner], c)
 	}
@@ -242,11 +249,6 @@ func compileLeftJoin(cond expression.Expression, stagePath string, sources, soft
 	}
 	js := &joinStage{path: stagePath, sources: order, cond: cond}
 	first := order[0]
-	if hard := byKind[""]; nhard == 1 && len(hard) > 0 {
-		js.filter = dbsp.NewFilter(func(doc dbsp.Document) (bool, error) {
-			return holds(hard, dbsp.Document{first: doc})
-		})
-	}
 	for k := 1; k < len(order); k++ {
 		right := order[k]
 		leftRaw := ""
@@ -469,12 +471,6 @@ func walk(v any, segs []expression.Segment) any {
 func (js *joinStage) run(in map[string]*dbsp.ZSet, incremental bool) (*dbsp.ZSet, error) {
 	var errs []error
 	cur := input(in, js.sources[0])
-	if js.filter != nil {
-		var err error
-		if cur, err = js.filter.Step(cur); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	for k, j := range js.joins {
 		right := input(in, js.sources[k+1])
 		var err error
