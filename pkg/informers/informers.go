@@ -5,6 +5,12 @@
 // watch, not every kind a controller ever watched. An informer that never
 // synced (a list that keeps failing) is stopped as soon as its last holder
 // gives up on it, instead of retrying its list for the life of the process.
+//
+// It also records what the informers of a cache built with RecordErrors get
+// listing and watching their kinds, per GroupVersionKind: SyncError says why
+// an informer does not sync, NotServed whether a kind's CRD is gone (also
+// under a running informer), and UntilSynced gives up a wait for a sync as
+// soon as the kind turns out not to be served.
 package informers
 
 import (
@@ -30,10 +36,11 @@ type Cache struct {
 
 // Wrap returns c with counted informers. Install it as the manager's cache
 // (manager.Options.NewCache) so that every user of the manager's cache
-// shares one count per kind. onRemove, when not nil, is called with the
-// kind of each informer stopped, so that whoever keeps something of an
-// informer (its HasSynced, its ListerWatcher) lets it go and the
-// informer's objects can be freed.
+// shares one count per kind. What RecordErrors recorded of an informer
+// stopped is forgotten (it keeps the informer's HasSynced and
+// ListerWatcher, and so its objects); onRemove, when not nil, is also
+// called with the kind of each informer stopped, so that whoever else
+// keeps something of an informer lets it go.
 func Wrap(c cache.Cache, onRemove func(schema.GroupVersionKind)) *Cache {
 	return &Cache{Cache: c, refs: map[schema.GroupVersionKind]int{}, onRemove: onRemove}
 }
@@ -87,6 +94,7 @@ func (c *Cache) release(gvk schema.GroupVersionKind) {
 	}
 	delete(c.refs, gvk)
 	_ = c.Cache.RemoveInformer(context.Background(), probe(gvk))
+	registry.forget(gvk)
 	if c.onRemove != nil {
 		c.onRemove(gvk)
 	}

@@ -121,20 +121,24 @@ func startComposite(ctx context.Context, d deps, cc *mcv1a1.CompositeController)
 	c.related = newRelated(c.engine, customize, c.cc)
 
 	// Watches: parents, each child kind, revisions.
-	if c.parents, err = c.watch(ctx, c.parent.gvk, c.onParent); err != nil {
+	if c.parents, err = c.watch(ctx, "spec.parentResource", c.parent.gvk, c.onParent); err != nil {
 		c.stop()
 		return nil, err
 	}
+	revPath := ""
 	for _, rule := range c.children {
-		w, err := c.watch(ctx, rule.gvk, c.onChild)
+		w, err := c.watch(ctx, rule.path, rule.gvk, c.onChild)
 		if err != nil {
 			c.stop()
-			return nil, fmt.Errorf("%s: %w", rule.path, err)
+			return nil, err
 		}
 		c.childW[rule.gvk] = w
+		if rule.rolling() && revPath == "" {
+			revPath = rule.path + ".updateStrategy"
+		}
 	}
 	if c.rolling {
-		if c.revisions, err = c.watch(ctx, controllerRevisionGVK, c.onChild); err != nil {
+		if c.revisions, err = c.watch(ctx, revPath, controllerRevisionGVK, c.onChild); err != nil {
 			c.stop()
 			return nil, err
 		}

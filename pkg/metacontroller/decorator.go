@@ -134,18 +134,18 @@ func startDecorator(ctx context.Context, d deps, dc *mcv1a1.DecoratorController)
 	}
 	c.related = newRelated(c.engine, customize, c.dc)
 
-	for _, dr := range c.resources {
+	for i, dr := range c.resources {
 		dr := dr
-		if dr.w, err = c.watch(ctx, dr.gvk, func(old, obj *unstructured.Unstructured) { c.onObject(dr, old, obj) }); err != nil {
+		if dr.w, err = c.watch(ctx, fmt.Sprintf("spec.resources[%d]", i), dr.gvk, func(old, obj *unstructured.Unstructured) { c.onObject(dr, old, obj) }); err != nil {
 			c.stop()
 			return nil, err
 		}
 	}
 	for _, rule := range c.attach {
-		w, err := c.watch(ctx, rule.gvk, c.onAttachment)
+		w, err := c.watch(ctx, rule.path, rule.gvk, c.onAttachment)
 		if err != nil {
 			c.stop()
-			return nil, fmt.Errorf("%s: %w", rule.path, err)
+			return nil, err
 		}
 		c.attW[rule.gvk] = w
 	}

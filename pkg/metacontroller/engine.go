@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,6 +27,7 @@ import (
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	"github.com/dcontroller/dcontroller/internal/events"
+	"github.com/dcontroller/dcontroller/pkg/informers"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller/hook"
 	"github.com/dcontroller/dcontroller/pkg/sharding"
 )
@@ -85,11 +87,11 @@ func (d *deps) resolve(apiVersion, res, path string) (resource, error) {
 	gvk, err := d.mapper.KindFor(gvr)
 	if err != nil {
 		// The resource may be installed later: retried.
-		return resource{}, retryable{fmt.Errorf("%s: resource %q in %q: %w", path, res, apiVersion, err)}
+		return resource{}, discoveryFailed(fmt.Errorf("%s: resource %q in %q: %w", path, res, apiVersion, err))
 	}
 	m, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return resource{}, retryable{fmt.Errorf("%s: resource %q in %q: %w", path, res, apiVersion, err)}
+		return resource{}, discoveryFailed(fmt.Errorf("%s: resource %q in %q: %w", path, res, apiVersion, err))
 	}
 	return resource{gvr: gvr, gvk: gvk, namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
 }
@@ -117,17 +119,73 @@ func followUpOf(o metav1.Object) (bool, error) {
 	return b, nil
 }
 
+// Reasons of the Ready condition of a CompositeController or
+// DecoratorController (and of the Warning Events of a failed start), as
+// for the controllers of an Operator.
+const (
+	// ReasonRunning: the controller runs.
+	ReasonRunning = "Running"
+	// ReasonInvalidSpec: the spec cannot run as it is (an invalid hook, a
+	// child declared twice, ...); nothing happens until it changes.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonKindNotFound: a parent or child resource is not served by the
+	// API server (its CRD not installed yet, or deleted while the
+	// controller ran); the start is retried until it is.
+	ReasonKindNotFound = "KindNotFound"
+	// ReasonStartFailed: the start failed for a reason that may go away
+	// by itself (an informer that delivers no initial list within
+	// InformerSyncTimeout, a discovery error); retried.
+	ReasonStartFailed = "StartFailed"
+)
+
 // retryable marks a start error that may go away without a change of the
 // controller's spec (a resource not served yet, a watch that failed);
-// other start errors are the spec's and wait for it to change.
-type retryable struct{ error }
+// other start errors are the spec's and wait for it to change. reason is
+// the Ready condition's reason: ReasonKindNotFound or ReasonStartFailed.
+type retryable struct {
+	error
+	reason string
+}
 
 func (r retryable) Unwrap() error { return r.error }
+
+// kindNotFound marks err as retryable with ReasonKindNotFound.
+func kindNotFound(err error) retryable { return retryable{err, ReasonKindNotFound} }
+
+// startFailed marks err as retryable with ReasonStartFailed.
+func startFailed(err error) retryable { return retryable{err, ReasonStartFailed} }
+
+// discoveryFailed marks an error of the REST mapper (discovery) as
+// retryable: ReasonKindNotFound when it knows no such resource or kind
+// (meta.IsNoMatchError) or answered 404, else ReasonStartFailed (e.g. the
+// discovery of a group failed).
+func discoveryFailed(err error) retryable {
+	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+		return kindNotFound(err)
+	}
+	return startFailed(err)
+}
 
 // isRetryable reports whether err (or an error it wraps) is retryable.
 func isRetryable(err error) bool {
 	var r retryable
 	return errors.As(err, &r)
+}
+
+// reasonOf is the Ready condition's reason for a start error err:
+// ReasonRunning for nil, the reason of the retryable err wraps, else
+// ReasonInvalidSpec.
+func reasonOf(err error) string {
+	var r retryable
+	switch {
+	case err == nil:
+		return ReasonRunning
+	case errors.As(err, &r) && r.reason != "":
+		return r.reason
+	case errors.As(err, &r):
+		return ReasonStartFailed
+	}
+	return ReasonInvalidSpec
 }
 
 // hooks are a controller's sync and finalize hooks with their contract
@@ -260,6 +318,7 @@ type engine struct {
 	mu       sync.Mutex
 	states   map[parentKey]*parentState
 	watches  []*watch
+	required []requiredKind                   // kinds of the watches with a spec path (served)
 	noStatus map[schema.GroupVersionKind]bool // kinds without a status subresource
 	ctx      context.Context                  // of the workers, set by start; cancelled by stop
 	cancel   context.CancelFunc
@@ -480,21 +539,80 @@ func (e *engine) track(pk parentKey) func(w writes, followUp bool, after time.Du
 // and is retried with backoff instead of holding a start worker.
 const InformerSyncTimeout = time.Minute
 
-// watch starts a watch and keeps it for stop.
-func (e *engine) watch(ctx context.Context, gvk schema.GroupVersionKind, fn eventFunc) (*watch, error) {
-	wctx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
-	defer cancel()
-	w, err := startWatch(wctx, e.cache, gvk, fn)
-	if err != nil {
-		if ctx.Err() == nil && wctx.Err() != nil {
-			err = fmt.Errorf("%w (no initial list within %s: may the manager list and watch %s?)", err, InformerSyncTimeout, gvk)
+// watch starts a watch of gvk and keeps it for stop. path is the spec
+// path of the resource rule it serves ("spec.parentResource",
+// "spec.childResources[1]", ...), which prefixes its errors; the kinds of
+// the watches with a path must stay served while the controller runs
+// (served). Related kinds are watched with path "": they are watched from
+// the workers, when a parent's customize answer names them, and a sync
+// that cannot read one fails and is retried on its own. The wait for the
+// informer's initial list ends after InformerSyncTimeout (a StartFailed
+// error) or as soon as the informer's list answers 404 Not Found (a
+// KindNotFound error), both retryable; an informer that synced before
+// but whose kind is not served now is also KindNotFound.
+func (e *engine) watch(ctx context.Context, path string, gvk schema.GroupVersionKind, fn eventFunc) (*watch, error) {
+	prefix := func(err error) error {
+		if path == "" {
+			return err
 		}
-		return nil, retryable{err}
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	wctx, cancel := informers.UntilSynced(ctx, gvk, InformerSyncTimeout)
+	defer cancel()
+	w, err := startWatch(wctx, e.cache, gvk, fn, func(err error) error {
+		switch cause := context.Cause(wctx); {
+		case errors.Is(cause, informers.ErrKindNotServed):
+			return kindNotFound(prefix(fmt.Errorf("watching %s: %w", gvk, informers.SyncError(gvk, informers.ErrKindNotServed))))
+		case ctx.Err() == nil && errors.Is(cause, context.DeadlineExceeded):
+			err = fmt.Errorf("%w (no initial list within %s: may the manager list and watch %s?)", err, InformerSyncTimeout, gvk)
+			return startFailed(prefix(informers.SyncError(gvk, err)))
+		}
+		return startFailed(prefix(err))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if nerr := informers.NotServed(gvk); nerr != nil {
+		// A shared informer that synced before its kind went away.
+		w.stop()
+		w.release()
+		return nil, kindNotFound(prefix(fmt.Errorf("watching %s: %w: %w", gvk, informers.ErrKindNotServed, nerr)))
 	}
 	e.mu.Lock()
 	e.watches = append(e.watches, w)
+	if path != "" {
+		e.required = append(e.required, requiredKind{path: path, gvk: gvk})
+	}
 	e.mu.Unlock()
 	return w, nil
+}
+
+// errNoLongerServed is wrapped by the errors of served.
+var errNoLongerServed = errors.New("is no longer served by the API server (its CustomResourceDefinition deleted?); the controller stopped and starts again once it is served")
+
+// requiredKind is a kind the controller cannot run without, with the
+// spec path of its resource rule.
+type requiredKind struct {
+	path string
+	gvk  schema.GroupVersionKind
+}
+
+// served returns nil while the API server serves every parent and child
+// kind of the controller, else a KindNotFound error that names the first
+// one it does not serve (its CRD deleted while the controller ran:
+// informers.NotServed). Its informer then keeps its last objects and
+// retries its list with backoff; the controller has to stop, and starts
+// again once the kind is served.
+func (e *engine) served() error {
+	e.mu.Lock()
+	kinds := e.required
+	e.mu.Unlock()
+	for _, k := range kinds {
+		if err := informers.NotServed(k.gvk); err != nil {
+			return kindNotFound(fmt.Errorf("%s: %s %w: %w", k.path, k.gvk, errNoLongerServed, err))
+		}
+	}
+	return nil
 }
 
 // start waits for the watches to deliver their initial lists, then runs

@@ -170,12 +170,16 @@ type watch struct {
 }
 
 // startWatch registers an event handler for gvk on the manager's shared
-// informer. The index is updated before fn is called.
-func startWatch(ctx context.Context, c cache.Cache, gvk schema.GroupVersionKind, fn eventFunc) (*watch, error) {
+// informer. The index is updated before fn is called. When the informer
+// does not sync (within ctx), explain turns the error (prefixed "watching
+// <gvk>: ") into the one returned, before the informer is released (what
+// the informer recorded is forgotten then: informers.SyncError).
+func startWatch(ctx context.Context, c cache.Cache, gvk schema.GroupVersionKind, fn eventFunc, explain func(error) error) (*watch, error) {
 	inf, release, err := informers.Acquire(ctx, c, gvk)
 	if err != nil {
+		err = explain(fmt.Errorf("watching %s: %w", gvk, err))
 		release()
-		return nil, fmt.Errorf("watching %s: %w", gvk, err)
+		return nil, err
 	}
 	w := &watch{index: newObjectIndex(gvk), inf: inf, release: release}
 	asObj := func(o any) *unstructured.Unstructured {

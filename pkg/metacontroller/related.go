@@ -169,7 +169,7 @@ func (r *related) ensureWatch(ctx context.Context, gvk schema.GroupVersionKind) 
 	if ok {
 		return nil
 	}
-	w, err := r.e.watch(ctx, gvk, func(old, obj *unstructured.Unstructured) { r.onEvent(gvk, old, obj) })
+	w, err := r.e.watch(ctx, "", gvk, func(old, obj *unstructured.Unstructured) { r.onEvent(gvk, old, obj) })
 	if err != nil {
 		return err
 	}

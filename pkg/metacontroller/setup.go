@@ -2,6 +2,7 @@ package metacontroller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -19,9 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	"github.com/dcontroller/dcontroller/internal/events"
@@ -116,6 +120,9 @@ type running struct {
 	parentScope bool
 	// drainer runs the cleanup when the controller object is deleted.
 	drainer drainer
+	// served is the controller's engine.served: nil while the API server
+	// serves its parent and child kinds (nil: not checked).
+	served func() error
 }
 
 // runner keeps the dynamic controllers of a manager.
@@ -132,6 +139,9 @@ type runner struct {
 	target labels.Selector
 	// maxRetryDelay bounds the wait between start attempts.
 	maxRetryDelay time.Duration
+	// recheck receive the CompositeControllers and DecoratorControllers to
+	// reconcile again (a kind of theirs stopped being served: watchServed).
+	recheckComposite, recheckDecorator chan event.GenericEvent
 }
 
 // Setup registers reconcilers for CompositeController and
@@ -160,7 +170,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	log := opts.Logger.WithName("metacontroller")
 	r := &runner{ctx: ctx, running: map[string]*running{}, attempts: map[string]int{},
-		target: opts.TargetSelector, maxRetryDelay: opts.DiscoveryInterval, deps: deps{
+		target: opts.TargetSelector, maxRetryDelay: opts.DiscoveryInterval,
+		recheckComposite: make(chan event.GenericEvent), recheckDecorator: make(chan event.GenericEvent), deps: deps{
 			client: sharding.FenceWrites(mgr.GetClient(), opts.Ring), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
 			recorder: events.Limit(mgr.GetEventRecorder("dcontroller-metacontroller"), opts.EventsQPS, opts.EventsBurst),
 			log:      log, workers: opts.Workers, applyStrategy: strategy, fieldManager: opts.FieldManager,
@@ -199,19 +210,70 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	skip := controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: StartWorkers}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("metacontroller-compositecontroller").
 		For(&mcv1a1.CompositeController{}, changed).WithOptions(skip).
+		WatchesRawSource(source.Channel(r.recheckComposite, &handler.EnqueueRequestForObject{})).
 		Complete(reconcile.Func(r.reconcileComposite)); err != nil {
 		return err
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("metacontroller-decoratorcontroller").
 		For(&mcv1a1.DecoratorController{}, changed).WithOptions(skip).
+		WatchesRawSource(source.Channel(r.recheckDecorator, &handler.EnqueueRequestForObject{})).
 		Complete(reconcile.Func(r.reconcileDecorator)); err != nil {
 		return err
 	}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		<-ctx.Done()
+		r.watchServed(ctx)
 		r.stopAll()
 		return nil
 	}))
+}
+
+// servedCheckPeriod is how often watchServed checks that the kinds of the
+// running controllers are served.
+const servedCheckPeriod = time.Second
+
+// watchServed checks every servedCheckPeriod, until ctx ends, that the API
+// server serves the parent and child kinds of every running controller
+// (running.served), and has the controller object of each one that lost a
+// kind reconciled: upsert then stops it, its status turns Ready=False
+// KindNotFound, and its start is retried until the kind is served again.
+// Other controllers are left alone.
+func (r *runner) watchServed(ctx context.Context) {
+	t := time.NewTicker(servedCheckPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		runs := make(map[string]*running, len(r.running))
+		for k, run := range r.running {
+			runs[k] = run
+		}
+		r.mu.Unlock()
+		for key, run := range runs {
+			if run.served == nil || run.served() == nil {
+				continue
+			}
+			kind, name, _ := strings.Cut(key, "/")
+			var ev event.GenericEvent
+			var ch chan event.GenericEvent
+			switch kind {
+			case "compositecontroller":
+				ev.Object, ch = &mcv1a1.CompositeController{ObjectMeta: metav1.ObjectMeta{Name: name}}, r.recheckComposite
+			case "decoratorcontroller":
+				ev.Object, ch = &mcv1a1.DecoratorController{ObjectMeta: metav1.ObjectMeta{Name: name}}, r.recheckDecorator
+			default:
+				continue
+			}
+			select {
+			case ch <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 }
 
 // stamp identifies a spec version: generation plus annotations (changing
@@ -264,13 +326,26 @@ func (r *runner) stopAll() {
 
 // upsert (re)starts the controller under key unless it already runs the
 // same stamp; start returns what runs (its stop function, for composites
-// the parent kind).
+// the parent kind). A controller that runs the same stamp but one of
+// whose kinds is no longer served (running.served) is stopped instead,
+// its informers released, and the served error returned (retryable,
+// KindNotFound): the next upsert starts it again.
 func (r *runner) upsert(key, st string, start func() (*running, error)) (bool, error) {
 	r.mu.Lock()
 	cur := r.running[key]
 	r.mu.Unlock()
 	if cur != nil && cur.stamp == st {
-		return false, nil
+		if cur.served == nil {
+			return false, nil
+		}
+		err := cur.served()
+		if err == nil {
+			return false, nil
+		}
+		r.log.Info("a kind of the controller is no longer served; stopping it until it is", "controller", key, "error", err.Error())
+		r.stopKey(key)
+		startFailedMetrics(key)
+		return true, err
 	}
 	// The new spec's controller takes over the informers of the previous
 	// one before they are released.
@@ -328,7 +403,7 @@ func (r *runner) reconcileComposite(ctx context.Context, req reconcile.Request) 
 		if err != nil {
 			return nil, err
 		}
-		return &running{halt: c.halt, parent: c.parent.gvk, parentScope: cc.Spec.ParentResource.LabelSelector != nil, drainer: c}, nil
+		return &running{halt: c.halt, parent: c.parent.gvk, parentScope: cc.Spec.ParentResource.LabelSelector != nil, drainer: c, served: c.served}, nil
 	}
 	ct := compositeTarget(key, cc)
 	ct.start = start
@@ -390,7 +465,7 @@ func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) 
 		if err != nil {
 			return nil, err
 		}
-		return &running{halt: c.halt, drainer: c}, nil
+		return &running{halt: c.halt, drainer: c, served: c.served}, nil
 	}
 	dt := decoratorTarget(key, dc)
 	dt.start = start
@@ -416,9 +491,11 @@ func (r *runner) reconcileDecorator(ctx context.Context, req reconcile.Request) 
 }
 
 // startResult reports a failed start of the controller under key (log,
-// InvalidSpec Event) and says when to try again: an error that can mend
-// itself (a resource not served yet) is retried after 1s, 2s, ... up to
-// maxStartRetryDelay; any other waits for a change of the spec.
+// a Warning Event whose reason is the Ready condition's: KindNotFound,
+// StartFailed or InvalidSpec, reasonOf) and says when to try again: an
+// error that can mend itself (a resource not served yet, an informer that
+// did not sync) is retried after 1s, 2s, ... up to maxStartRetryDelay;
+// any other waits for a change of the spec.
 func (r *runner) startResult(key string, obj client.Object, err error) reconcile.Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -426,7 +503,11 @@ func (r *runner) startResult(key string, obj client.Object, err error) reconcile
 		delete(r.attempts, key)
 		return reconcile.Result{}
 	}
-	r.warn(obj, "InvalidSpec", "Start", "not started: %v", err)
+	if errors.Is(err, errNoLongerServed) {
+		r.warn(obj, reasonOf(err), "Stop", "stopped: %v", err)
+	} else {
+		r.warn(obj, reasonOf(err), "Start", "not started: %v", err)
+	}
 	if !isRetryable(err) {
 		delete(r.attempts, key)
 		r.log.Error(err, "controller not started; waiting for a change of its spec", "controller", key)
@@ -460,12 +541,15 @@ func (r *runner) targets(obj metav1.Object) bool {
 
 // writeStatus records the outcome of a start in the controller object's
 // status (Ready condition, observedGeneration); no write when unchanged.
+// The condition is True with reason Running, or False with the reason of
+// startErr (reasonOf: KindNotFound, StartFailed, InvalidSpec) and its
+// message.
 func (r *runner) writeStatus(ctx context.Context, obj client.Object, conds *[]metav1.Condition, observed *int64, startErr error) error {
 	before := append([]metav1.Condition(nil), (*conds)...)
 	beforeGen := *observed
-	c := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Running", Message: "the controller runs", ObservedGeneration: obj.GetGeneration()}
+	c := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: ReasonRunning, Message: "the controller runs", ObservedGeneration: obj.GetGeneration()}
 	if startErr != nil {
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "InvalidSpec", startErr.Error()
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reasonOf(startErr), startErr.Error()
 	}
 	meta.SetStatusCondition(conds, c)
 	*observed = obj.GetGeneration()

@@ -3,11 +3,14 @@ package metacontroller
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -379,5 +382,34 @@ func TestSettleFollowUp(t *testing.T) {
 	}
 	if n := eventsSeen(); n != 0 {
 		t.Errorf("%d more events", n)
+	}
+}
+
+// TestStartErrorReasons: the Ready reason of a start error says what
+// happens next, as for Operators: KindNotFound and StartFailed are
+// retried, InvalidSpec waits for the spec to change.
+func TestStartErrorReasons(t *testing.T) {
+	noMatch := &meta.NoResourceMatchError{PartialResource: schema.GroupVersionResource{Group: "e2e.dcontroller.io", Version: "v1", Resource: "bundles"}}
+	notFound := apierrors.NewNotFound(schema.GroupResource{Group: "e2e.dcontroller.io", Resource: "bundles"}, "")
+	for _, tc := range []struct {
+		name  string
+		err   error
+		want  string
+		retry bool
+	}{
+		{"running", nil, ReasonRunning, false},
+		{"spec error", errors.New("spec.hooks: a sync or a finalize hook is required"), ReasonInvalidSpec, false},
+		{"resource unknown to discovery", discoveryFailed(fmt.Errorf("spec.parentResource: %w", noMatch)), ReasonKindNotFound, true},
+		{"resource answering 404", discoveryFailed(notFound), ReasonKindNotFound, true},
+		{"discovery failed", discoveryFailed(errors.New("unable to retrieve the complete list of server APIs")), ReasonStartFailed, true},
+		{"informer never synced", startFailed(errors.New("timed out")), ReasonStartFailed, true},
+		{"kind no longer served, wrapped", fmt.Errorf("x: %w", kindNotFound(notFound)), ReasonKindNotFound, true},
+	} {
+		if got := reasonOf(tc.err); got != tc.want {
+			t.Errorf("%s: reason %q, want %q", tc.name, got, tc.want)
+		}
+		if got := tc.err != nil && isRetryable(tc.err); got != tc.retry {
+			t.Errorf("%s: retryable %v, want %v", tc.name, got, tc.retry)
+		}
 	}
 }

@@ -130,7 +130,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 			if err != nil {
 				return nil, err
 			}
-			return informers.Wrap(c, informerErrors.forget), nil
+			return informers.Wrap(c, nil), nil
 		},
 	})
 	if err != nil {
@@ -172,7 +172,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 // controller-runtime's. The watch asks what controller-runtime's would for
 // the manager's cache options: the whole cluster (no DefaultNamespaces),
 // no selector, bookmarks on. Every informer of a kind with a GVK records
-// its list/watch errors for informerSyncError (recordWatchErrors).
+// its list/watch results (informers.RecordErrors) for
+// informers.SyncError and informers.NotServed.
 type unstructuredWatches struct {
 	dyn    dynamic.Interface
 	mapper meta.RESTMapper
@@ -195,15 +196,15 @@ func (w *unstructuredWatches) newInformer(lw toolscache.ListerWatcher, obj runti
 			}
 		}
 	}
-	informer := toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+	build := func(lw toolscache.ListerWatcher) toolscache.SharedIndexInformer {
+		return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+	}
 	if o, ok := obj.(interface{ GetObjectKind() schema.ObjectKind }); ok {
 		if gvk := o.GetObjectKind().GroupVersionKind(); !gvk.Empty() {
-			// Set before the informer runs (it cannot fail here); see
-			// informerSyncError.
-			_ = recordWatchErrors(informer, gvk, lw)
+			return informers.RecordErrors(gvk, lw, build)
 		}
 	}
-	return informer
+	return build(lw)
 }
 
 // memoMapper remembers the answers of RESTMapping for one version. The

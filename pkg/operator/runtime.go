@@ -953,18 +953,18 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 			// wait so that a watch that cannot start is reported instead of
 			// hanging. Nothing but this controller's start waits for it.
 			run.setWaiting(rc.name, fmt.Sprintf("%s: waiting for the informer of %s to sync (up to %s)", s.Path, s.GVK, InformerSyncTimeout))
-			ictx, cancel := watchUntilSynced(ctx, s.GVK, InformerSyncTimeout)
+			ictx, cancel := informers.UntilSynced(ctx, s.GVK, InformerSyncTimeout)
 			ci, release, err := informers.Acquire(ictx, r.opts.Cache, s.GVK)
 			cause := context.Cause(ictx)
 			cancel()
 			rc.release = append(rc.release, release)
 			if err != nil {
-				if errors.Is(cause, errKindNotServed) {
+				if errors.Is(cause, informers.ErrKindNotServed) {
 					// Reported as KindNotFound and retried.
-					err = &discoveryError{informerSyncError(s.GVK, errKindNotServed)}
+					err = &discoveryError{informers.SyncError(s.GVK, informers.ErrKindNotServed)}
 				} else if ctx.Err() == nil {
 					// Timed out: say why the informer does not sync.
-					err = informerSyncError(s.GVK, err)
+					err = informers.SyncError(s.GVK, err)
 				}
 				return fmt.Errorf("%s: watching %s: %w", s.Path, s.GVK, err)
 			}

@@ -160,7 +160,7 @@ func (r *Runtime) watchTarget(ctx context.Context, run *running, rc *runningCont
 			rc.release = append(rc.release, release)
 			if err != nil {
 				if ctx.Err() == nil {
-					err = informerSyncError(gvk, err)
+					err = informers.SyncError(gvk, err)
 				}
 				return fmt.Errorf("%s.target: watching %s: %w", controllerPath(c.Name(), run), gvk, err)
 			}
