@@ -352,3 +352,33 @@ func equal(x, y any, b *Budget) (bool, error) {
 	})
 	return eq, err
 }
+
+// Tally counts the values and bytes of several values, each counted as a
+// tree (see Run), against a budget's Values and Bytes limits: what a
+// pipeline stage emits for one input document, where each output shares
+// most of the input (an @unwind of a long list copies the rest of the
+// document into every output, and hashing each output walks it whole).
+type Tally struct {
+	t tally
+	b *Budget
+}
+
+// NewTally returns an empty tally against b's limits (DefaultLimits when b
+// is nil) that also stops when b's context ends.
+func (b *Budget) NewTally() *Tally {
+	if b == nil {
+		return &Tally{t: tally{max: DefaultLimits}}
+	}
+	return &Tally{t: tally{max: b.max}, b: b}
+}
+
+// Add counts v; it returns a *BudgetError once the values added so far
+// pass a limit, and the cancellation error once the budget's context ended.
+func (t *Tally) Add(v any) error {
+	if t.b != nil {
+		if err := t.b.cancelled(); err != nil {
+			return err
+		}
+	}
+	return t.t.walk(v, 0)
+}

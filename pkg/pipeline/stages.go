@@ -20,7 +20,7 @@ func compileStage(name string, arg any, stagePath string, ev *evaluator) (dbsp.O
 	case opProject:
 		return compileProject(arg, path, ev)
 	case opUnwind, opDemux:
-		return compileUnwind(name, arg, path)
+		return compileUnwind(name, arg, path, ev)
 	case opGather, opMux:
 		return compileGather(name, arg, path, ev)
 	case opGroupBy:
@@ -51,6 +51,15 @@ func (ev *evaluator) begin(ctx context.Context) {
 		return
 	}
 	ev.budget = expression.NewBudget(ctx, ev.limits)
+}
+
+// tally returns an empty tally against the run's limits (see
+// expression.Tally).
+func (ev *evaluator) tally() *expression.Tally {
+	if ev.budget == nil {
+		return expression.NewBudget(nil, ev.limits).NewTally()
+	}
+	return ev.budget.NewTally()
 }
 
 func (ev *evaluator) eval(e expression.Expression, doc dbsp.Document) (any, error) {
@@ -231,8 +240,13 @@ func (pa pathArg) with(doc dbsp.Document, value any) (dbsp.Document, error) {
 // flat-map (linear): a document whose list at path has n elements becomes n
 // documents, the i-th with the list replaced by its i-th element and
 // metadata.name (when it is a string) suffixed with "-i". A missing, null
-// or empty list yields nothing; any other value is an error.
-func compileUnwind(name string, arg any, path string) (dbsp.Operator, error) {
+// or empty list yields nothing; any other value is an error. What one
+// document yields, its outputs counted as trees, must fit in the values
+// and bytes of Options.EvalLimits (each output holds the rest of the
+// document, so a document with two lists of n elements unwound twice would
+// yield n² copies of a list of n), else the document's change is an error
+// naming the stage; the count also stops when the run is cancelled.
+func compileUnwind(name string, arg any, path string, ev *evaluator) (dbsp.Operator, error) {
 	pa, err := compilePath(arg, path, name)
 	if err != nil {
 		return nil, err
@@ -250,6 +264,7 @@ func compileUnwind(name string, arg any, path string) (dbsp.Operator, error) {
 		md, _ := doc["metadata"].(map[string]any)
 		docName, hasName := md["name"].(string)
 		out := make([]dbsp.Document, 0, len(list))
+		tally := ev.tally()
 		for i, elem := range list {
 			d, err := pa.with(doc, elem)
 			if err != nil {
@@ -260,6 +275,9 @@ func compileUnwind(name string, arg any, path string) (dbsp.Operator, error) {
 				m = maps.Clone(m)
 				m["name"] = docName + "-" + strconv.Itoa(i)
 				d["metadata"] = m
+			}
+			if err := tally.Add(map[string]any(d)); err != nil {
+				return nil, docError(&expression.Error{Path: path, Op: name, Err: err}, doc)
 			}
 			out = append(out, d)
 		}
