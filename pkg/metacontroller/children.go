@@ -91,7 +91,17 @@ func parseDesired(parent *unstructured.Unstructured, parentNamespaced bool, rule
 			return nil, fmt.Errorf("%s: %s is not a declared %s (%s declares: %s)", path, gvk.Kind+"."+gvk.GroupVersion().String(), what, spec, declared)
 		}
 		if u.GetName() == "" {
+			if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "name"); found && v != nil {
+				if _, isString := v.(string); !isString {
+					return nil, fmt.Errorf("%s.metadata.name: must be a string, not %s", path, jsonTypeName(v))
+				}
+			}
 			return nil, fmt.Errorf("%s.metadata.name: required", path)
+		}
+		if ns, found, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "namespace"); found && ns != nil {
+			if _, isString := ns.(string); !isString {
+				return nil, fmt.Errorf("%s.metadata.namespace: must be a string, not %s", path, jsonTypeName(ns))
+			}
 		}
 		switch {
 		case !rule.namespaced:
@@ -329,4 +339,20 @@ func selectorOf(s *metav1.LabelSelector, path string) (labels.Selector, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return sel, nil
+}
+
+// jsonTypeName names the JSON type of a decoded value: "number",
+// "boolean", "object", "array" or "string".
+func jsonTypeName(v any) string {
+	switch v.(type) {
+	case bool:
+		return "boolean"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	}
+	return "number"
 }

@@ -103,6 +103,8 @@ func TestParseDesired(t *testing.T) {
 		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`, false, "children[0].metadata.namespace: required"},
 		{`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}`, true, "children[0]: Secret.v1 is not a declared child resource (spec.childResources declares: ConfigMap.v1, Namespace.v1)"},
 		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}`, true, "children[0].metadata.name: required"},
+		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":5}}`, true, "children[0].metadata.name: must be a string, not number"},
+		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":["x"]}}`, true, "children[0].metadata.namespace: must be a string, not array"},
 		{`{"kind":"ConfigMap","metadata":{"name":"a"}}`, true, "children[0]: apiVersion and kind are required"},
 		{`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}}`, true, "children[0]: a namespaced parent cannot own the cluster-scoped Namespace"},
 		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}},{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`, true, "children[1]: duplicate ConfigMap home/a"},
