@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/object"
@@ -136,10 +138,37 @@ func checkObject(m map[string]any) (*unstructured.Unstructured, error) {
 }
 
 // splitDocuments splits a YAML (multi-document) or JSON stream into JSON
-// documents, skipping empty ones.
+// documents, skipping empty ones. A YAML mapping that sets a key twice is
+// an error (the YAML spec requires unique keys; a second key silently
+// winning would hide a typo), as in kubectl's strict decoding.
 func splitDocuments(r io.Reader) ([][]byte, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	r, _, isJSON := utilyaml.GuessJSONStream(r, 4096)
 	var out [][]byte
+	keep := func(raw []byte) {
+		trimmed := bytes.TrimSpace(raw)
+		if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+			return
+		}
+		out = append(out, trimmed)
+	}
+	if !isJSON {
+		yr := utilyaml.NewYAMLReader(bufio.NewReader(r))
+		for n := 1; ; n++ {
+			doc, err := yr.Read()
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("document %d: %w", n, err)
+			}
+			raw, err := yaml.YAMLToJSONStrict(doc)
+			if err != nil {
+				return nil, fmt.Errorf("document %d: %w", n, err)
+			}
+			keep(raw)
+		}
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for n := 1; ; n++ {
 		var raw json.RawMessage
 		err := dec.Decode(&raw)
@@ -149,10 +178,6 @@ func splitDocuments(r io.Reader) ([][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("document %d: %w", n, err)
 		}
-		trimmed := bytes.TrimSpace(raw)
-		if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-			continue
-		}
-		out = append(out, trimmed)
+		keep(raw)
 	}
 }

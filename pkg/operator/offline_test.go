@@ -114,6 +114,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"", "no Operator found"},
 		{"apiVersion: dcontroller.io/v1alpha1\nkind: Operator\nmetadata: {name: a}\nspec: {controllers: [{nam: x}]}\n", `unknown field "spec.controllers[0].nam"`},
 		{"a: [", "document 1"},
+		{"apiVersion: dcontroller.io/v1alpha1\nkind: Operator\nmetadata: {name: a}\nspec: {controllers: [{name: c, sources: [{kind: V}], target: {apiGroup: \"\", kind: W, apiGroup: example.com}}]}\n", "document 1: yaml: unmarshal errors:\n  line 4: key \"apiGroup\" already set in map"},
+		{"---\napiVersion: v1\n---\nkind: a\nkind: b\n", "document 2: yaml: unmarshal errors:\n  line 2: key \"kind\" already set in map"},
 		{"controllers:\n- name: c\n  sources: [{kind: V}]\n  target: {kind: W}\n", "document 1: controllers: this is the spec of an operator without the Operator around it; write it as an Operator: apiVersion: dcontroller.io/v1alpha1, kind: Operator, metadata: {name: <operator name>}, and this document under spec"},
 	} {
 		_, err := DecodeOperators(strings.NewReader(tc.in))
@@ -123,6 +125,13 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	if _, err := DecodeObjects(strings.NewReader("apiVersion: v1\nkind: Pod\nmetadata: {}\n")); err == nil || !strings.Contains(err.Error(), "metadata.name") {
 		t.Errorf("nameless object: %v", err)
+	}
+	if _, err := DecodeObjects(strings.NewReader("apiVersion: v1\nkind: Pod\nmetadata: {name: a, name: b}\n")); err == nil || !strings.Contains(err.Error(), `key "name" already set`) {
+		t.Errorf("duplicate key: %v", err)
+	}
+	// JSON streams are decoded as before: several objects one after another.
+	if objs, err := DecodeObjects(strings.NewReader(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"}} {"apiVersion":"v1","kind":"Pod","metadata":{"name":"b"}}`)); err != nil || len(objs) != 2 {
+		t.Errorf("JSON stream: %v %v", objs, err)
 	}
 	objs, err := DecodeObjects(strings.NewReader("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: a}}\n- {apiVersion: v1, kind: Pod, metadata: {name: b}}\n"))
 	if err != nil || len(objs) != 2 || objs[1].GetName() != "b" {
