@@ -88,6 +88,10 @@ func TestDeleteCancelsEvaluation(t *testing.T) {
 	if got := viewNames(rt, "PairView"); got != "" {
 		t.Fatalf("the evaluation ended already: PairView holds %q", got)
 	}
+	// The status says what the start is doing.
+	if r, m := readyReason(t, rt, "sweep", "pairs"); r != ReasonStarting || !strings.Contains(m, "running the pipeline on the initial state (source objects: 1)") {
+		t.Errorf("pairs while its first batch runs: reason %s (%s)", r, m)
+	}
 	within(t, time.Second, "Delete", func() { rt.Delete("sweep") })
 	select {
 	case <-upserted:

@@ -1030,6 +1030,7 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 	// The initial state goes through the pipeline in one batch; then the
 	// whole target state is reconciled once, which deletes what no longer has
 	// a source (only objects this controller wrote).
+	run.setWaiting(rc.name, fmt.Sprintf("running the pipeline on the initial state (source objects: %d) and writing its targets", len(initial)))
 	_ = c.HandleBatch(ctx, initial)
 	_ = c.Start(ctx)
 	_ = c.Resync(ctx)
