@@ -181,18 +181,8 @@ func (s *scan) answer() error {
 		if err != nil {
 			return err
 		}
-		s.ws()
-		if s.pos >= len(s.data) {
-			return errMalformed
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return nil
-		default:
-			return errMalformed
+		if done, err := s.next('}'); done || err != nil {
+			return err
 		}
 	}
 }
@@ -226,20 +216,29 @@ func (s *scan) list(key string) error {
 		if n := int64(s.pos - start); n > s.l.ObjectBytes {
 			return fmt.Errorf("%s[%d]: %d bytes of JSON, more than %d (--hook-max-object-bytes)", key, i, n, s.l.ObjectBytes)
 		}
-		s.ws()
-		if s.pos >= len(s.data) {
-			return errMalformed
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case ']':
-			s.pos++
-			return nil
-		default:
-			return errMalformed
+		if done, err := s.next(']'); done || err != nil {
+			return err
 		}
 	}
+}
+
+// next scans the separator after a member or element of an object or
+// array closed by closer: done when it is closer, errMalformed when it is
+// neither closer nor a comma.
+func (s *scan) next(closer byte) (done bool, err error) {
+	s.ws()
+	if s.pos >= len(s.data) {
+		return false, errMalformed
+	}
+	switch s.data[s.pos] {
+	case ',':
+		s.pos++
+		return false, nil
+	case closer:
+		s.pos++
+		return true, nil
+	}
+	return false, errMalformed
 }
 
 // value scans one value at nesting depth (of the value itself when it is
@@ -285,18 +284,8 @@ func (s *scan) value(depth int) error {
 			if err := s.value(depth + 1); err != nil {
 				return err
 			}
-			s.ws()
-			if s.pos >= len(s.data) {
-				return errMalformed
-			}
-			switch s.data[s.pos] {
-			case ',':
-				s.pos++
-			case end:
-				s.pos++
-				return nil
-			default:
-				return errMalformed
+			if done, err := s.next(end); done || err != nil {
+				return err
 			}
 		}
 	case '"':
