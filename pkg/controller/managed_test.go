@@ -156,16 +156,16 @@ func TestWrittenRecord(t *testing.T) {
 					t.Fatal(err)
 				}
 				prev = pod
-				obj, err := store.Get(c.Target().GVK, key)
+				obj, err := store.Get(c.Targets()[0].GVK, key)
 				if err != nil {
 					t.Fatal(err)
 				}
 				want := obj.GetAnnotations()[ManagedMetadataAnnotation]
-				w, ok := c.getWrittenState(key)
+				w, ok := c.Targets()[0].getWrittenState(key)
 				if !ok {
 					t.Fatalf("step %d: nothing kept of the write", i)
 				}
-				got, keys := c.writtenRecord(w, "", managedKeys{})
+				got, keys := c.Targets()[0].writtenRecord(w, "", managedKeys{})
 				if got != want {
 					t.Fatalf("step %d: writtenRecord = %q, the object has %q (isOutput %v)", i, got, want, w.isOutput)
 				}
@@ -176,7 +176,7 @@ func TestWrittenRecord(t *testing.T) {
 				// With the record and keys of the same write, the fast path
 				// gives the same.
 				cur := managedKeys{Labels: m.Labels, Annotations: m.Annotations, Output: m.Output}
-				if got2, _ := c.writtenRecord(w, want, cur); got2 != want {
+				if got2, _ := c.Targets()[0].writtenRecord(w, want, cur); got2 != want {
 					t.Fatalf("step %d: writtenRecord with the current record = %q, want %q", i, got2, want)
 				}
 			}

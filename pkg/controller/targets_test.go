@@ -153,14 +153,14 @@ func TestUpdaterOwnerConflict(t *testing.T) {
 	if cm.GetAnnotations()[opv1a1.OwnerAnnotation] != "test/a" || cm.GetLabels()["by"] != "a" || client.writes != writes {
 		t.Fatalf("the second controller took the object over: %v (%d writes)", cm.Object, client.writes-writes)
 	}
-	conf := b.Conflicts()
+	conf := b.Targets()[0].Conflicts()
 	if len(conf) != 1 || conf[0].Key != key || conf[0].Owner != "test/a" || b.Pending() != 0 {
 		t.Fatalf("conflicts %v pending %d", conf, b.Pending())
 	}
-	if msg := b.ConflictMessage(); msg != "ConfigMap ns/p is owned by test/a (annotation dcontroller.io/owner); not taking it over while that controller runs" {
+	if msg := b.Targets()[0].ConflictMessage(); msg != "ConfigMap ns/p is owned by test/a (annotation dcontroller.io/owner); not taking it over while that controller runs" {
 		t.Errorf("message %q", msg)
 	}
-	if !b.Tracks(cm) {
+	if !b.Targets()[0].Tracks(cm) {
 		t.Error("a conflicting object is not tracked: its owner's changes would not be seen")
 	}
 	// The owner keeps writing; the second controller keeps out.
@@ -169,7 +169,7 @@ func TestUpdaterOwnerConflict(t *testing.T) {
 	}
 	writes = client.writes
 	for i := 0; i < 3; i++ {
-		if _, err := b.RestoreTarget(ctx, key); err != nil {
+		if _, err := b.Targets()[0].RestoreTarget(ctx, key); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -178,12 +178,12 @@ func TestUpdaterOwnerConflict(t *testing.T) {
 	}
 	// The owner stops: its object is adopted.
 	aLive = false
-	if _, err := b.RestoreTarget(ctx, key); err != nil {
+	if _, err := b.Targets()[0].RestoreTarget(ctx, key); err != nil {
 		t.Fatal(err)
 	}
 	cm, _ = store.Get(cmGVK, key)
-	if cm.GetAnnotations()[opv1a1.OwnerAnnotation] != "test/b" || cm.GetLabels()["by"] != "b" || len(b.Conflicts()) != 0 {
-		t.Errorf("not adopted: %v, conflicts %v", cm.Object, b.Conflicts())
+	if cm.GetAnnotations()[opv1a1.OwnerAnnotation] != "test/b" || cm.GetLabels()["by"] != "b" || len(b.Targets()[0].Conflicts()) != 0 {
+		t.Errorf("not adopted: %v, conflicts %v", cm.Object, b.Targets()[0].Conflicts())
 	}
 	// Labels the old owner set and the new one does not are not the new
 	// owner's to remove.
@@ -205,16 +205,16 @@ func TestRestoreTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm, _ := store.Get(cmGVK, key)
-	if !c.Tracks(cm) {
+	if !c.Targets()[0].Tracks(cm) {
 		t.Fatal("the controller does not track its own target")
 	}
 	other := obj(cmGVK, "ns", "other", nil)
-	if c.Tracks(other) {
+	if c.Targets()[0].Tracks(other) {
 		t.Error("an unrelated object is tracked")
 	}
 	// The echo of the controller's own write: nothing to do.
 	writes := client.writes
-	if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || client.writes != writes {
+	if wait, err := c.Targets()[0].RestoreTarget(ctx, key); err != nil || wait != 0 || client.writes != writes {
 		t.Fatalf("own write: wait %v err %v writes %d", wait, err, client.writes-writes)
 	}
 	// A label someone else adds, and then removes again: no write.
@@ -224,7 +224,7 @@ func TestRestoreTarget(t *testing.T) {
 		if _, err := store.Update(cur); err != nil {
 			t.Fatal(err)
 		}
-		if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || client.writes != writes {
+		if wait, err := c.Targets()[0].RestoreTarget(ctx, key); err != nil || wait != 0 || client.writes != writes {
 			t.Fatalf("foreign labels %v: wait %v err %v writes %d", labels, wait, err, client.writes-writes)
 		}
 	}
@@ -245,43 +245,43 @@ func TestRestoreTarget(t *testing.T) {
 	}
 	// The first change is undone at once, and so is a deletion.
 	tamper()
-	if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
+	if wait, err := c.Targets()[0].RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
 		t.Fatalf("first restore: wait %v err %v", wait, err)
 	}
 	clock.advance(2 * RestoreQuiet)
 	if err := store.Delete(cmGVK, key); err != nil {
 		t.Fatal(err)
 	}
-	if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
+	if wait, err := c.Targets()[0].RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
 		t.Fatalf("restore of a deleted target: wait %v err %v", wait, err)
 	}
 	// Someone keeps changing it: each restore waits twice as long.
 	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
 		tamper()
 		writes := client.writes
-		wait, err := c.RestoreTarget(ctx, key)
+		wait, err := c.Targets()[0].RestoreTarget(ctx, key)
 		if err != nil || wait != want || client.writes != writes || restored() {
 			t.Fatalf("restore %d: wait %v (want %v), err %v, %d writes", i+2, wait, want, err, client.writes-writes)
 		}
 		clock.advance(wait)
-		if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
+		if wait, err := c.Targets()[0].RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
 			t.Fatalf("restore %d after the backoff: wait %v err %v", i+2, wait, err)
 		}
 	}
-	ct := c.Contested()
+	ct := c.Targets()[0].Contested()
 	if len(ct) != 1 || ct[0].Key != key || ct[0].Restores != 4 || ct[0].NextDelay != 8*time.Second {
 		t.Fatalf("contested %+v", ct)
 	}
-	if msg := c.ContestedMessage(); !strings.HasPrefix(msg, "ConfigMap ns/p keeps being changed by another writer") {
+	if msg := c.Targets()[0].ContestedMessage(); !strings.HasPrefix(msg, "ConfigMap ns/p keeps being changed by another writer") {
 		t.Errorf("message %q", msg)
 	}
 	// Left alone long enough, it starts over: the next change is undone at once.
 	clock.advance(2 * RestoreQuiet)
-	if ct := c.Contested(); len(ct) != 0 {
+	if ct := c.Targets()[0].Contested(); len(ct) != 0 {
 		t.Errorf("still contested after a quiet period: %+v", ct)
 	}
 	tamper()
-	if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
+	if wait, err := c.Targets()[0].RestoreTarget(ctx, key); err != nil || wait != 0 || !restored() {
 		t.Fatalf("restore after a quiet period: wait %v err %v", wait, err)
 	}
 }
@@ -306,7 +306,7 @@ func TestRestorePatcherTarget(t *testing.T) {
 	if _, err := store.Update(cur); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.RestoreTarget(ctx, key); err != nil {
+	if _, err := c.Targets()[0].RestoreTarget(ctx, key); err != nil {
 		t.Fatal(err)
 	}
 	cur, _ = store.Get(podGVK, key)
@@ -319,7 +319,7 @@ func TestRestorePatcherTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	writes := client.writes
-	if _, err := c.RestoreTarget(ctx, key); err != nil || client.writes != writes {
+	if _, err := c.Targets()[0].RestoreTarget(ctx, key); err != nil || client.writes != writes {
 		t.Fatalf("restore after a foreign change: %v, %d writes", err, client.writes-writes)
 	}
 }
@@ -421,11 +421,11 @@ func TestRestoreAfterOwnUpdate(t *testing.T) {
 		}
 		pod = next
 		writes := client.writes
-		if wait, err := c.RestoreTarget(ctx, key); err != nil || wait != 0 || client.writes != writes {
+		if wait, err := c.Targets()[0].RestoreTarget(ctx, key); err != nil || wait != 0 || client.writes != writes {
 			t.Fatalf("update %d: echo of the own write: wait %v err %v writes %d", i, wait, err, client.writes-writes)
 		}
 	}
-	if got := c.Contested(); len(got) != 0 {
+	if got := c.Targets()[0].Contested(); len(got) != 0 {
 		t.Errorf("contested after the controller's own updates: %+v", got)
 	}
 	cm, _ := store.Get(cmGVK, key)

@@ -43,9 +43,13 @@ func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) err
 		// source restricted to a namespace is still watched cluster-wide.
 		needs = append(needs, need{fmt.Sprintf("sources[%d]", i), s.GVK, "", []string{"get", "list", "watch"}})
 	}
-	if t := c.Target(); !r.isView(t.GVK) {
+	for _, t := range c.Targets() {
+		if r.isView(t.GVK) {
+			continue
+		}
 		verbs := append([]string{"get", "list", "watch"}, targetVerbs[t.Type]...)
-		needs = append(needs, need{"target", t.GVK, "", verbs})
+		_, rel, _ := strings.Cut(t.Path, "].")
+		needs = append(needs, need{rel, t.GVK, "", verbs})
 	}
 	for _, n := range needs {
 		m, err := r.opts.RESTMapper.RESTMapping(n.gvk.GroupKind(), n.gvk.Version)

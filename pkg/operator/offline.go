@@ -350,10 +350,11 @@ func (o *Offline) TargetKinds() []schema.GroupVersionKind {
 	seen := map[schema.GroupVersionKind]bool{}
 	var out []schema.GroupVersionKind
 	for _, c := range o.controllers {
-		g := c.Target().GVK
-		if !seen[g] {
-			seen[g] = true
-			out = append(out, g)
+		for _, t := range c.Targets() {
+			if g := t.GVK; !seen[g] {
+				seen[g] = true
+				out = append(out, g)
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -386,8 +387,10 @@ func offlineNamespaceLocal(c *controller.Controller, i int) error {
 			return fmt.Errorf("spec.controllers[%d].sources[%d]: %w", i, j, clusterScopedError(s.GVK))
 		}
 	}
-	if gvk := c.Target().GVK; object.ClusterScoped(gvk.GroupKind()) {
-		return fmt.Errorf("spec.controllers[%d].target: %w", i, clusterScopedError(gvk))
+	for _, t := range c.Targets() {
+		if object.ClusterScoped(t.GVK.GroupKind()) {
+			return fmt.Errorf("%s: %w", t.Path, clusterScopedError(t.GVK))
+		}
 	}
 	if err := c.NamespaceLocal(); err != nil {
 		return fmt.Errorf("spec.sharding is Namespace, but %w", err)

@@ -265,8 +265,9 @@ type itemKey struct {
 	gvk   schema.GroupVersionKind
 	key   object.Key
 	retry bool // retry failed target writes
-	// target: a target object of key changed; check it and restore it.
-	target bool
+	// target: an object of key of this target changed; check it and
+	// restore it (nil: a source object).
+	target *controller.Target
 }
 
 type runningController struct {
@@ -369,15 +370,16 @@ func writtenViews(cur *running) map[schema.GroupVersionKind]map[object.Key]bool 
 	}
 	cur.mu.Unlock()
 	for _, rc := range ctrls {
-		t := rc.c.Target()
-		if !t.IsView() || t.Type != opv1a1.Updater {
-			continue
-		}
-		for _, k := range rc.c.WrittenKeys() {
-			if out[t.GVK] == nil {
-				out[t.GVK] = map[object.Key]bool{}
+		for _, t := range rc.c.Targets() {
+			if !t.IsView() || t.Type != opv1a1.Updater {
+				continue
 			}
-			out[t.GVK][k] = true
+			for _, k := range t.WrittenKeys() {
+				if out[t.GVK] == nil {
+					out[t.GVK] = map[object.Key]bool{}
+				}
+				out[t.GVK][k] = true
+			}
 		}
 	}
 	return out
@@ -407,7 +409,7 @@ func (r *Runtime) sweepViews(run *running, op *opv1a1.Operator) {
 		byName[rc.name] = rc
 	}
 	for gvk, keys := range run.staleViews {
-		var writers []*controller.Controller
+		var writers []*controller.Target
 		ready := true
 		for i, spec := range op.Spec.Controllers {
 			name := controllerName(i, spec)
@@ -423,15 +425,17 @@ func (r *Runtime) sweepViews(run *running, op *opv1a1.Operator) {
 				}
 				continue
 			}
-			if rc.c.Target().GVK.GroupKind() == gvk.GroupKind() {
-				writers = append(writers, rc.c)
+			for _, t := range rc.c.Targets() {
+				if t.GVK.GroupKind() == gvk.GroupKind() {
+					writers = append(writers, t)
+				}
 			}
 		}
 		if !ready {
 			continue
 		}
 		for key := range keys {
-			if !slices.ContainsFunc(writers, func(c *controller.Controller) bool { return c.Desires(key) }) {
+			if !slices.ContainsFunc(writers, func(t *controller.Target) bool { return t.Desires(key) }) {
 				drop = append(drop, stale{gvk, key})
 			}
 		}
@@ -1112,7 +1116,7 @@ func (r *Runtime) work(ctx context.Context, rc *runningController) {
 				retry = true
 				continue
 			}
-			if it.target {
+			if it.target != nil {
 				targets = append(targets, it)
 				continue
 			}
@@ -1245,9 +1249,9 @@ func (r *Runtime) Status(name string, generation int64) (opv1a1.OperatorStatus, 
 				if len(cs.LastErrors) > 0 {
 					cond.Message += ": " + cs.LastErrors[len(cs.LastErrors)-1].Message
 				}
-			} else if msg := rc.c.ConflictMessage(); msg != "" {
+			} else if msg := conflictMessage(rc.c); msg != "" {
 				cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonOwnerConflict, msg
-			} else if msg := rc.c.ContestedMessage(); msg != "" {
+			} else if msg := contestedMessage(rc.c); msg != "" {
 				cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonTargetContested, msg
 			} else {
 				cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, ReasonReady, "Controller is up and running"

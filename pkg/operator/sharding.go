@@ -28,8 +28,10 @@ func (r *Runtime) checkNamespaceLocal(c *controller.Controller, i int) error {
 			return fmt.Errorf("spec.controllers[%d].sources[%d]: %w", i, j, err)
 		}
 	}
-	if err := r.namespaced(c.Target().GVK); err != nil {
-		return fmt.Errorf("spec.controllers[%d].target: %w", i, err)
+	for _, t := range c.Targets() {
+		if err := r.namespaced(t.GVK); err != nil {
+			return fmt.Errorf("%s: %w", t.Path, err)
+		}
 	}
 	if err := c.NamespaceLocal(); err != nil {
 		return fmt.Errorf("spec.sharding is Namespace, but %w", err)

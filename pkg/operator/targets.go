@@ -15,6 +15,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/informers"
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/view"
@@ -121,23 +122,40 @@ func (r *Runtime) recheckConflictsLocked() {
 }
 
 func (rc *runningController) recheckConflicts() {
-	gvk := rc.c.Target().GVK
-	for _, oc := range rc.c.Conflicts() {
-		rc.queue.Add(itemKey{gvk: gvk, key: oc.Key, target: true})
+	for _, t := range rc.c.Targets() {
+		for _, oc := range t.Conflicts() {
+			rc.queue.Add(itemKey{gvk: t.GVK, key: oc.Key, target: t})
+		}
 	}
 }
 
-// watchTarget watches the controller's target kind (the shared informer of
-// a native kind, or the view store) and queues a restore check of each
-// changed or deleted object the controller tracks (controller.Tracks), so
-// that objects changed or deleted by someone else are restored within
-// seconds. It also rechecks owner conflicts every ConflictRecheckInterval.
+// watchTarget watches the kind of each of the controller's targets (the
+// shared informer of a native kind, or the view store) and queues a
+// restore check of each changed or deleted object a target tracks
+// (controller.Target.Tracks), so that objects changed or deleted by
+// someone else are restored within seconds. It also rechecks owner
+// conflicts every ConflictRecheckInterval.
 func (r *Runtime) watchTarget(ctx context.Context, run *running, rc *runningController) error {
+	for _, t := range rc.c.Targets() {
+		if err := r.watchOneTarget(ctx, run, rc, t); err != nil {
+			return err
+		}
+	}
+	run.done.Add(1)
+	go func() {
+		defer run.done.Done()
+		wait.UntilWithContext(ctx, func(context.Context) { rc.recheckConflicts() }, ConflictRecheckInterval)
+	}()
+	return nil
+}
+
+// watchOneTarget is watchTarget for target t.
+func (r *Runtime) watchOneTarget(ctx context.Context, run *running, rc *runningController, t *controller.Target) error {
 	c := rc.c
-	gvk := c.Target().GVK
+	gvk := t.GVK
 	check := func(obj *unstructured.Unstructured) {
-		if obj != nil && run.inScope(obj) && c.Tracks(obj) {
-			rc.queue.Add(itemKey{gvk: gvk, key: object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, target: true})
+		if obj != nil && run.inScope(obj) && t.Tracks(obj) {
+			rc.queue.Add(itemKey{gvk: gvk, key: object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, target: t})
 		}
 	}
 	if r.isView(gvk) {
@@ -153,7 +171,7 @@ func (r *Runtime) watchTarget(ctx context.Context, run *running, rc *runningCont
 			// The target is also a source, watched sharded.
 			inf = s.events()
 		} else {
-			run.setWaiting(rc.name, fmt.Sprintf("%s.target: waiting for the informer of %s to sync (up to %s)", controllerPath(rc.name, run), gvk, InformerSyncTimeout))
+			run.setWaiting(rc.name, fmt.Sprintf("%s: waiting for the informer of %s to sync (up to %s)", targetPath(rc.name, run, t), gvk, InformerSyncTimeout))
 			ictx, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
 			ci, release, err := informers.Acquire(ictx, r.opts.Cache, gvk)
 			cancel()
@@ -162,7 +180,7 @@ func (r *Runtime) watchTarget(ctx context.Context, run *running, rc *runningCont
 				if ctx.Err() == nil {
 					err = informers.SyncError(gvk, err)
 				}
-				return fmt.Errorf("%s.target: watching %s: %w", controllerPath(c.Name(), run), gvk, err)
+				return fmt.Errorf("%s: watching %s: %w", targetPath(c.Name(), run, t), gvk, err)
 			}
 			inf = ci
 		}
@@ -184,15 +202,10 @@ func (r *Runtime) watchTarget(ctx context.Context, run *running, rc *runningCont
 			},
 		})
 		if err != nil {
-			return fmt.Errorf("%s.target: watching %s: %w", controllerPath(c.Name(), run), gvk, err)
+			return fmt.Errorf("%s: watching %s: %w", targetPath(c.Name(), run, t), gvk, err)
 		}
 		rc.stop = append(rc.stop, func() { _ = inf.RemoveEventHandler(reg) })
 	}
-	run.done.Add(1)
-	go func() {
-		defer run.done.Done()
-		wait.UntilWithContext(ctx, func(context.Context) { rc.recheckConflicts() }, ConflictRecheckInterval)
-	}()
 	return nil
 }
 
@@ -206,10 +219,17 @@ func controllerPath(name string, run *running) string {
 	return "spec.controllers"
 }
 
+// targetPath returns the spec path of target t of a controller by name:
+// the target's own path under the controller's.
+func targetPath(name string, run *running, t *controller.Target) string {
+	_, rest, _ := strings.Cut(t.Path, "]")
+	return controllerPath(name, run) + rest
+}
+
 // restore handles a queued restore check of one target object; a restore
 // held back by its backoff is queued again for when it is due.
 func (r *Runtime) restore(ctx context.Context, rc *runningController, it itemKey) {
-	wait, err := rc.c.RestoreTarget(ctx, it.key)
+	wait, err := it.target.RestoreTarget(ctx, it.key)
 	if err != nil {
 		// Recorded by the controller and retried with the failed writes.
 		return
@@ -217,4 +237,27 @@ func (r *Runtime) restore(ctx context.Context, rc *runningController, it itemKey
 	if wait > 0 {
 		rc.queue.AddAfter(it, wait)
 	}
+}
+
+// conflictMessage words the owner conflicts of c's targets for its Ready
+// condition: those of the first target that has some (see
+// controller.Target.ConflictMessage); "" when none has.
+func conflictMessage(c *controller.Controller) string {
+	for _, t := range c.Targets() {
+		if msg := t.ConflictMessage(); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+// contestedMessage is conflictMessage for contested target objects
+// (controller.Target.ContestedMessage).
+func contestedMessage(c *controller.Controller) string {
+	for _, t := range c.Targets() {
+		if msg := t.ContestedMessage(); msg != "" {
+			return msg
+		}
+	}
+	return ""
 }

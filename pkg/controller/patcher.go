@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/dcontroller/dcontroller/pkg/object"
+)
+
+// ErrPatchTargetMissing is the error of a Patcher write whose target object
+// does not exist: a Patcher never creates objects. The write is retried.
+var ErrPatchTargetMissing = errors.New("not found: a Patcher target does not create objects")
+
+// patch applies desired as a JSON merge patch (RFC 7386) and removes the
+// leaves the controller owns that desired no longer sets (all of them when
+// desired is nil). What it owns is what it recorded at its last write of
+// key and, for a Patcher target, what the object's PatchRecordAnnotation
+// lists (the union of both), so that a field dropped while the controller
+// ran, or before a restart or a Resync, is removed; the patch carries the
+// new record. It reports whether an API call was made.
+func (t *Target) patch(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
+	prevState, known := t.getWrittenState(key)
+	if desired == nil && !known && t.patchRecord == "" {
+		return false, nil
+	}
+	prev := prevState.doc
+	var patch map[string]any
+	if desired != nil {
+		patch = stripServerFields(desired)
+		delete(patch, "apiVersion")
+		delete(patch, "kind")
+		if t.patchRecord != "" {
+			patch = withoutPatchRecord(patch, t.patchRecord)
+		}
+	}
+	existing, err := t.get(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if existing == nil {
+		t.delWritten(key)
+		if desired == nil {
+			return false, nil
+		}
+		return false, ErrPatchTargetMissing
+	}
+	var hadRecord bool
+	if t.patchRecord != "" {
+		var rec string
+		rec, hadRecord = patchRecordOf(existing.Object, t.patchRecord)
+		if hadRecord && (!known || rec != prevState.record) {
+			if recorded, err := parsePatchRecord(rec); err != nil {
+				t.c.opts.Logger.Info("ignoring a malformed Patcher record on a target object", "kind", t.GVK.Kind, "key", key.String(), "annotation", t.patchRecord, "error", err.Error())
+			} else {
+				prev = unionLeaves(prev, recorded)
+			}
+		}
+	}
+	if desired == nil && len(prev) == 0 && !hadRecord {
+		t.delWritten(key)
+		return false, nil
+	}
+	full := object.RemovalPatch(prev, patch)
+	var owned map[string]any
+	var record string
+	if desired != nil {
+		// Only what the patch changes (or changed before) is ours to remove.
+		owned = object.OwnedLeaves(existing.Object, patch, prev)
+		if t.patchRecord != "" {
+			record = encodePatchRecord(owned)
+		}
+	}
+	if t.patchRecord != "" && !setPatchRecord(full, t.patchRecord, record, hadRecord) {
+		// The output replaces metadata.annotations with a null: the record
+		// goes with every other annotation; it is kept in memory only.
+		record = ""
+		t.c.opts.Logger.V(1).Info("a Patcher output that removes metadata.annotations keeps no record on the object", "kind", t.GVK.Kind, "key", key.String())
+	}
+	done := func() {
+		if desired == nil {
+			t.delWritten(key)
+		} else {
+			t.setPatched(key, owned, record)
+		}
+	}
+	if !object.MergePatchChanges(existing.Object, full) {
+		done()
+		return false, nil
+	}
+	b, err := json.Marshal(full)
+	if err != nil {
+		return false, err
+	}
+	if err := t.call(ctx, "patch", func() error { return t.client.Patch(ctx, t.GVK, key, b) }); err != nil {
+		// What was owned stays recorded (in memory, and on the object
+		// unless the patch went through after all): the retry removes it.
+		t.setPatched(key, prev, prevState.record)
+		return false, err
+	}
+	done()
+	return true, nil
+}
+
+// setPatched records, for key, the leaves a patch owns (owned, see
+// object.OwnedLeaves) and the PatchRecordAnnotation value written with it.
+func (t *Target) setPatched(key object.Key, owned map[string]any, record string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.keys[key]
+	st.written = writtenState{doc: owned, record: record, set: true}
+	t.keys[key] = st
+}
+
+func (t *Target) patchOrCreate(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
+	if desired != nil {
+		existing, err := t.get(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		if existing == nil {
+			obj := &unstructured.Unstructured{Object: stripServerFields(desired)}
+			obj.SetGroupVersionKind(t.GVK)
+			if err := t.call(ctx, "create", func() error { return t.client.Create(ctx, obj) }); err != nil {
+				return false, err
+			}
+			patch := stripServerFields(desired)
+			delete(patch, "apiVersion")
+			delete(patch, "kind")
+			t.setWritten(key, patch)
+			return true, nil
+		}
+	}
+	return t.patch(ctx, key, desired)
+}

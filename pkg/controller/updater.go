@@ -1,0 +1,195 @@
+package controller
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/dcontroller/dcontroller/pkg/object"
+)
+
+func (t *Target) update(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
+	existing, err := t.get(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if desired == nil {
+		t.delWritten(key)
+		if existing == nil {
+			return false, nil
+		}
+		if !t.IsView() && existing.GetAnnotations()[opv1a1.OwnerAnnotation] != t.owner {
+			// Not ours to delete (it existed before this controller wrote it).
+			return false, nil
+		}
+		if err := t.call(ctx, "delete", func() error { return t.client.Delete(ctx, t.GVK, key) }); err != nil && !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		return true, nil
+	}
+	obj := &unstructured.Unstructured{Object: stripServerFields(desired)}
+	obj.SetGroupVersionKind(t.GVK)
+	// The label and annotation keys the output sets are recorded on the
+	// object, so that a later write (of this run or after a restart) removes
+	// those the output drops.
+	outLabels, err := outputMetadataStrings(obj.Object, "labels")
+	if err != nil {
+		return false, err
+	}
+	ann, err := outputMetadataStrings(obj.Object, "annotations")
+	if err != nil {
+		return false, err
+	}
+	ann = maps.Clone(ann)
+	managed := outputKeys(outLabels, ann)
+	var digest uint64
+	if !t.IsView() {
+		// A digest of the output: when the output changed since the
+		// recorded write, the record differs and the object is replaced,
+		// so fields the output dropped go even after a restart (the API
+		// server's defaults make "contains the output" no proof).
+		digest = outputDigest(obj.Object)
+		managed.Output = digestHex(digest)
+	}
+	if ann == nil {
+		ann = map[string]any{}
+	}
+	delete(ann, ManagedMetadataAnnotation)
+	var record string
+	if !managed.empty() {
+		record = managed.encode()
+		ann[ManagedMetadataAnnotation] = record
+	}
+	ours := true
+	var existingAnns map[string]any
+	if existing != nil {
+		existingAnns = metadataStrings(existing.Object, "annotations")
+	}
+	if !t.IsView() {
+		if existing != nil {
+			if owner, _ := existingAnns[opv1a1.OwnerAnnotation].(string); owner != "" && owner != t.owner {
+				if t.ownerLive(owner) {
+					return false, &OwnerConflictError{Kind: t.GVK.Kind, Key: key, Owner: owner}
+				}
+				// The owner is gone: adopt the object, but not its
+				// managed keys (they are not this controller's).
+				ours = false
+				t.c.opts.Logger.Info("adopting a target object whose owner no longer runs", "kind", t.GVK.Kind, "key", key.String(), "owner", owner)
+			} else if owner == "" {
+				ours = false
+			}
+		}
+		ann[opv1a1.OwnerAnnotation] = t.owner
+	}
+	if len(ann) == 0 {
+		ann = nil
+	}
+	if existing == nil {
+		setMetadataMap(obj.Object, "annotations", ann)
+		if err := t.call(ctx, "create", func() error { return t.client.Create(ctx, obj) }); err != nil {
+			return false, err
+		}
+		t.setWrittenUpdate(key, obj.Object, desired, record, digest)
+		return true, nil
+	}
+	// Labels and annotations are merged with what is there; the output wins,
+	// and the keys this controller set before and the output no longer sets
+	// are removed (known from the last write, or from the object's own
+	// record after a restart).
+	prev, known := t.getWrittenState(key)
+	var prevKeys managedKeys
+	var prevRecord string
+	if known {
+		prevRecord, prevKeys = t.writtenRecord(prev, record, managed)
+	}
+	if rec, ok := existingAnns[ManagedMetadataAnnotation].(string); ours && ok && (!known || rec != prevRecord) {
+		prevKeys = prevKeys.union(parseManagedRecord(rec))
+	}
+	labels, droppedLabels := mergeManaged(metadataStrings(existing.Object, "labels"), outLabels, prevKeys.Labels)
+	anns, droppedAnns := mergeManaged(existingAnns, ann, append(slices.Clip(prevKeys.Annotations), ManagedMetadataAnnotation))
+	setMetadataMap(obj.Object, "labels", labels)
+	setMetadataMap(obj.Object, "annotations", anns)
+	// The API server may add defaults; what matters is that everything the
+	// output says is there and nothing written before was dropped since.
+	// The object carries the new record (the output wins the merge), so a
+	// different record on the existing object answers Contains at once: an
+	// output that changed since the last write changed its digest.
+	if len(droppedLabels) == 0 && len(droppedAnns) == 0 &&
+		(record == "" || existingAnns[ManagedMetadataAnnotation] == record) &&
+		object.Contains(existing.Object, obj.Object) &&
+		(!known || !droppedOutsideMetadataMaps(prev.doc, obj.Object)) &&
+		(known || !t.IsView() || object.Equal(withoutMetadata(existing.Object), withoutMetadata(obj.Object))) {
+		t.setWrittenUpdate(key, obj.Object, desired, record, digest)
+		return false, nil
+	}
+	obj.SetResourceVersion(existing.GetResourceVersion())
+	if err := t.call(ctx, "update", func() error { return t.client.Update(ctx, obj) }); err != nil {
+		return false, err
+	}
+	t.setWrittenUpdate(key, obj.Object, desired, record, digest)
+	return true, nil
+}
+
+// droppedFields reports whether next no longer sets a path prev set (a
+// leaf, or a map, empty ones included); the keys in skip are left out at
+// the top level.
+func droppedFields(prev, next map[string]any, skip ...string) bool {
+	for k, v := range prev {
+		if slices.Contains(skip, k) {
+			continue
+		}
+		nv, ok := next[k]
+		if !ok {
+			return true
+		}
+		sub, isMap := v.(map[string]any)
+		nsub, nIsMap := nv.(map[string]any)
+		if isMap && nIsMap && droppedFields(sub, nsub) {
+			return true
+		}
+	}
+	return false
+}
+
+// setMetadataMap sets metadata[field] of doc to m, or removes it when m is
+// nil, as Unstructured's SetLabels and SetAnnotations do (m is not copied).
+func setMetadataMap(doc map[string]any, field string, m map[string]any) {
+	meta, ok := doc["metadata"].(map[string]any)
+	if m == nil {
+		if ok {
+			delete(meta, field)
+		}
+		return
+	}
+	if !ok {
+		meta = map[string]any{}
+		doc["metadata"] = meta
+	}
+	meta[field] = m
+}
+
+// droppedOutsideMetadataMaps is droppedFields(prev, next) with
+// metadata.labels and metadata.annotations of prev left out: an Updater
+// tracks those by key (see ManagedMetadataAnnotation), and a key someone
+// else removed is no reason to write.
+func droppedOutsideMetadataMaps(prev, next map[string]any) bool {
+	meta, ok := prev["metadata"]
+	if !ok {
+		return droppedFields(prev, next)
+	}
+	nmeta, ok := next["metadata"]
+	if !ok {
+		return true
+	}
+	sub, isMap := meta.(map[string]any)
+	nsub, nIsMap := nmeta.(map[string]any)
+	if isMap && nIsMap && droppedFields(sub, nsub, "labels", "annotations") {
+		return true
+	}
+	return droppedFields(prev, next, "metadata")
+}
