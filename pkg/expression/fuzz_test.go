@@ -97,6 +97,26 @@ var fuzzSeeds = []string{
 	`{"@map": [{"$.y[65535]": "$$"}, {"@range": 65536}]}`,
 	`{"@split": [{"@join": [{"@range": 65536}, ""]}, ""]}`,
 	`{"@cel": "self.spec.containers.map(c, [1, 2, 3, 4, 5, 6, 7, 8].map(x, [1, 2, 3, 4, 5, 6, 7, 8].map(y, x * y)))"}`,
+	// The successor's operators, and those whose meaning depends on the
+	// dialect (each seed runs in every dialect).
+	`{"@literal": {"@type": "t", "p": "$.x"}}`,
+	`[{"@nil": null}, {"@nil": {"a": 1}}, {"@noop": {}}]`,
+	`{"@enumerate": "$.spec.containers"}`,
+	`{"@getField": {"@concat": [{"@literal": "$.spec"}, ".containers[0]"]}}`,
+	`{"@getField": {"@literal": "$["}}`,
+	`{"@setField": ["$.metadata.labels.x", {"@getField": "$.kind"}]}`,
+	`{"@map": [{"@setField": ["$$.ports[65535]", 1]}, "$.spec.containers"]}`,
+	`[{"@lexmin": "$.spec.containers"}, {"@lexmax": [1, "1", null, [1], {"a": 1e308}]}]`,
+	`{"@sqlbool": ["$.status.ready", "t", 0.0]}`,
+	`{"@range": [-3]}`,
+	`{"@substring": ["héllo", -9223372036854775808, 9223372036854775807]}`,
+	`{"@hash": {"@range": 65536}}`,
+	`{"@div": [-9223372036854775808, -1]}`,
+	`{"@rnd": [9223372036854775807, -9223372036854775808]}`,
+	`{"@rnd": [-1e308, 1e308]}`,
+	`{"@sortBy": [{"@cond": [{"@lt": ["$$.a", "$$.b"]}, -1, 1]}, {"@range": 65536}]}`,
+	`{"@sortBy": ["$$.a", [1, 2]]}`,
+	`{"@definedOr": [{"@int": "x"}, {"@fold": [["$$.acc", "$$.acc"], [], {"@range": 60}]}, 1]}`,
 }
 
 // fuzzLimits is the budget of a fuzzed evaluation; fuzzTime and fuzzBytes
@@ -176,7 +196,14 @@ func FuzzQuery(f *testing.F) {
 // are *Error, results are in the data model and hold no NaN or ±Inf (JSON
 // cannot carry them), the subject is unchanged.
 func checkFuzz(t *testing.T, spec any, subject any, before string, now time.Time) {
-	e, err := Parse(spec, "fuzz")
+	for _, d := range []Dialect{DialectDeltaController, DialectDBSP} {
+		checkFuzzIn(t, d, spec, subject, before, now)
+	}
+}
+
+// checkFuzzIn is checkFuzz in dialect d.
+func checkFuzzIn(t *testing.T, d Dialect, spec any, subject any, before string, now time.Time) {
+	e, err := ParseWith(spec, "fuzz", ParseOptions{Dialect: d})
 	if err != nil {
 		var ee *Error
 		if !errors.As(err, &ee) {

@@ -1,7 +1,6 @@
 package expression
 
 import (
-	"slices"
 	"strconv"
 )
 
@@ -26,6 +25,10 @@ func init() {
 		d.prepare = prepare
 		return d
 	}
+	withHint := func(d *opDef, hint string) *opDef {
+		d.arityHint = hint
+		return d
+	}
 	operators = map[string]*opDef{
 		// logic
 		"@and":       variadic(true, evalAndOr(true)),
@@ -33,8 +36,11 @@ func init() {
 		"@not":       fixed(1, 1, unary(opNot)),
 		"@cond":      fixed(2, 3, evalCond),
 		"@switch":    special(parseSwitch, evalSwitch),
-		"@definedOr": fixed(2, 2, evalDefinedOr),
+		"@definedOr": withHint(fixed(2, 2, evalDefinedOr), `for a chain of defaults nest the calls: {"@definedOr": [a, {"@definedOr": [b, c]}]} (a controller written with targets: takes [a, b, c])`),
 		"@noop":      special(parseNoop, evalNoop),
+		"@literal":   special(parseNoop, evalNoop),
+		"@nil":       special(parseNullary, evalNil),
+		"@sqlbool":   fixed(1, 1, unary(opSQLBool)),
 
 		// comparison
 		"@eq":  fixed(2, 2, binaryCtx(opEq)),
@@ -56,21 +62,24 @@ func init() {
 		"@ceil":  fixed(1, 1, unary(opCeil)),
 
 		// lists
-		"@map":    elem(2, evalMap),
-		"@filter": elem(2, evalFilter),
-		"@fold":   elem(3, evalFold),
-		"@sum":    fixed(1, 1, unary(opSum)),
-		"@len":    fixed(1, 1, unary(opLen)),
-		"@min":    variadic(true, evalOperands(opMin)),
-		"@max":    variadic(true, evalOperands(opMax)),
-		"@in":     fixed(2, 2, binaryCtx(opIn)),
-		"@range":  fixed(1, 2, nary(opRange)),
-		"@any":    special(parseQuantifier, evalQuantifier),
-		"@all":    special(parseQuantifier, evalQuantifier),
-		"@none":   special(parseQuantifier, evalQuantifier),
-		"@sortBy": elem(2, evalSortBy),
-		"@list":   variadic(false, evalOperands(opList)),
-		"@dict":   special(parseDict, unary(opDict)),
+		"@map":       elem(2, evalMap),
+		"@filter":    elem(2, evalFilter),
+		"@fold":      elem(3, evalFold),
+		"@sum":       fixed(1, 1, unary(opSum)),
+		"@len":       fixed(1, 1, unary(opLen)),
+		"@min":       variadic(true, evalOperands(opMin)),
+		"@max":       variadic(true, evalOperands(opMax)),
+		"@in":        fixed(2, 2, binaryCtx(opIn)),
+		"@range":     fixed(1, 2, nary(opRange)),
+		"@any":       special(parseQuantifier, evalQuantifier),
+		"@all":       special(parseQuantifier, evalQuantifier),
+		"@none":      special(parseQuantifier, evalQuantifier),
+		"@sortBy":    elem(2, evalSortBy),
+		"@enumerate": fixed(1, 1, evalEnumerate),
+		"@lexmin":    variadic(true, evalOperands(opLex(-1))),
+		"@lexmax":    variadic(true, evalOperands(opLex(1))),
+		"@list":      variadic(false, evalOperands(opList)),
+		"@dict":      special(parseDict, unary(opDict)),
 
 		// strings
 		"@concat":     variadic(true, evalOperands(opConcat)),
@@ -94,6 +103,8 @@ func init() {
 
 		// utility
 		"@exists":   fixed(1, 1, evalExists),
+		"@getField": special(parseGetField, evalGetField),
+		"@setField": special(parseSetField, evalSetField),
 		"@isnil":    fixed(1, 1, unary(opIsNil)),
 		"@hash":     fixed(1, 1, unary(opHash)),
 		"@rnd":      {form: formFixed, min: 2, max: 2, eval: binaryCtx(opRnd), nondeterministic: true},
@@ -101,17 +112,21 @@ func init() {
 		"@selector": withPrepare(fixed(2, 2, binary(opSelector)), prepareSelector),
 		"@cel":      withPrepare(fixed(1, 1, evalCEL), prepareCEL),
 	}
+	// The successor's meanings (see Dialect).
+	successorOperators = map[string]*opDef{
+		"@range":     fixed(1, 2, nary(opRangeFrom1)),
+		"@substring": fixed(2, 3, nary(opSubstringSQL)),
+		"@hash":      fixed(1, 1, unary(opHashSHA256)),
+		"@div":       fixed(2, 2, binary(opDivTrunc)),
+		"@rnd":       {form: formFixed, min: 2, max: 2, eval: binaryCtx(opRndInclusive), nondeterministic: true},
+		"@sortBy":    elem(2, evalSortByComparator),
+		"@definedOr": fixed(1, maxVariadicArgs, evalFirstDefined),
+		"@noop":      special(parseNullary, evalNil),
+	}
 }
 
-// Operators returns the names of all operators, sorted.
-func Operators() []string {
-	names := make([]string, 0, len(operators))
-	for k := range operators {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	return names
-}
+// Operators returns the names of all operators of every dialect, sorted.
+func Operators() []string { return operatorNames() }
 
 // The wrappers below evaluate the arguments, apply the operator and count
 // its result as built (see call.account): the strings, lists and maps an

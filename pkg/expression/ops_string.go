@@ -147,8 +147,14 @@ func opSubstring(c *call, vs []any) (any, error) {
 	}
 	start = min(max(start, 0), n)
 	end = min(max(end, start), n)
+	return runeSlice(s, start, end, n), nil
+}
+
+// runeSlice returns the code points start to end-1 of s, which has n code
+// points; 0 <= start <= end <= n.
+func runeSlice(s string, start, end, n int64) string {
 	if n == int64(len(s)) { // ASCII
-		return s[start:end], nil
+		return s[start:end]
 	}
 	var b strings.Builder
 	var i int64
@@ -161,7 +167,7 @@ func opSubstring(c *call, vs []any) (any, error) {
 		}
 		i++
 	}
-	return b.String(), nil
+	return b.String()
 }
 
 func opStartsWith(c *call, a, b any) (any, error) {

@@ -45,6 +45,12 @@ func Parse(spec any, path string) (Expression, error) {
 	return parse(spec, path, scope{})
 }
 
+// ParseWith is Parse with options: opts.Dialect selects the meaning of the
+// operators that differ between dialects (see Dialect).
+func ParseWith(spec any, path string, opts ParseOptions) (Expression, error) {
+	return parse(spec, path, scope{dialect: opts.Dialect})
+}
+
 // Eval evaluates e with subject as the global subject `$` (normalized first,
 // see Normalize) and no local subject, under a fresh budget of
 // DefaultLimits (see Run).
@@ -65,6 +71,8 @@ type scope struct {
 	local bool
 	// depth is the nesting depth.
 	depth int
+	// dialect selects the operator meanings (see Dialect).
+	dialect Dialect
 }
 
 func (sc scope) withLocal(local bool) scope {
@@ -359,21 +367,27 @@ type opDef struct {
 	eval    evalFunc
 	// nondeterministic operators (@now, @rnd).
 	nondeterministic bool
+	// arityHint, if set, follows the message of a call with the wrong
+	// number of arguments: what to write instead.
+	arityHint string
 }
 
 // call is an operator call.
 type call struct {
-	op     string
-	path   string
-	def    *opDef
-	args   []Expression
-	spread bool     // variadic: args[0] evaluates to the operand list
-	cond   bool     // @any/@all/@none: [cond, list] form
-	local  bool     // inside a list operator's per-element argument
-	noop   *literal // @noop
-	re     *regexp.Regexp
-	sel    labels.Selector
-	prog   cel.Program
+	op       string
+	path     string
+	def      *opDef
+	args     []Expression
+	spread   bool     // variadic: args[0] evaluates to the operand list
+	cond     bool     // @any/@all/@none: [cond, list] form
+	local    bool     // inside a list operator's per-element argument
+	noop     *literal // @noop, @literal
+	set      *setter  // @setField
+	setLocal bool     // @setField: the target is in the local subject ($$)
+	dialect  Dialect  // the dialect the call was parsed in
+	re       *regexp.Regexp
+	sel      labels.Selector
+	prog     cel.Program
 }
 
 func (c *call) Path() string { return c.path }
@@ -427,7 +441,7 @@ var unknownHints = map[string]string{
 // parseCall parses a call of operator name with argument spec arg. mapPath
 // is the path of the map holding the call, opPath the path of the call.
 func parseCall(name string, arg any, mapPath, opPath string, sc scope) (Expression, error) {
-	def, ok := operators[name]
+	def, ok := lookupOperator(name, sc.dialect)
 	if !ok {
 		if hint, ok := unknownHints[name]; ok {
 			return nil, newError(mapPath, "", "unknown operator %q; %s", name, hint)
@@ -441,7 +455,7 @@ func parseCall(name string, arg any, mapPath, opPath string, sc scope) (Expressi
 		}
 		arg = n
 	}
-	c := &call{op: name, path: opPath, def: def, local: sc.local}
+	c := &call{op: name, path: opPath, def: def, local: sc.local, dialect: sc.dialect}
 	list, isList := arg.([]any)
 	var err error
 	switch def.form {
@@ -491,10 +505,14 @@ func (c *call) arityError(arg any) *Error {
 	default:
 		want = itoa(c.def.min) + " to " + plural(c.def.max, "argument")
 	}
-	if l, ok := arg.([]any); ok {
-		return c.errorf("expects %s, got %d", want, len(l))
+	hint := ""
+	if c.def.arityHint != "" {
+		hint = "; " + c.def.arityHint
 	}
-	return c.errorf("expects a list of %s, got %s", want, typeName(arg))
+	if l, ok := arg.([]any); ok {
+		return c.errorf("expects %s, got %d%s", want, len(l), hint)
+	}
+	return c.errorf("expects a list of %s, got %s%s", want, typeName(arg), hint)
 }
 
 func (c *call) parseArg(spec any, path string, sc scope) error {
