@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
+	"github.com/dcontroller/dcontroller/pkg/expression"
 )
 
 // goldenCase is one testdata/*.yaml file.
@@ -25,6 +26,8 @@ type goldenCase struct {
 	CompileError string `json:"compileError"`
 	// Errors are substrings expected in the evaluation error.
 	Errors []string `json:"errors"`
+	// Dialect is the pipeline's dialect (see Options.Dialect).
+	Dialect expression.Dialect `json:"dialect"`
 }
 
 const goldenPath = "spec.pipeline"
@@ -47,7 +50,7 @@ func TestGolden(t *testing.T) {
 			if len(tc.Sources) == 0 {
 				tc.Sources = []string{"Pod"}
 			}
-			p, err := Compile(tc.Pipeline, tc.Sources, Options{Path: goldenPath})
+			p, err := Compile(tc.Pipeline, tc.Sources, Options{Path: goldenPath, Dialect: tc.Dialect})
 			if tc.CompileError != "" {
 				if err == nil || err.Error() != tc.CompileError {
 					t.Fatalf("compile error:\n got %v\nwant %s", err, tc.CompileError)

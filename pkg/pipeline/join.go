@@ -60,12 +60,12 @@ func compileJoin(arg any, stagePath string, sources []string, ev *evaluator) (*j
 				"@join takes a condition or [condition, {\"soft\": [kind, ...]}], got a list of %d", len(l))}
 		}
 		var err error
-		if soft, err = joinOptions(l[1], expression.Index(joinPath, 1), sources); err != nil {
+		if soft, err = joinOptions(l[1], expression.Index(joinPath, 1), sources, ev); err != nil {
 			return nil, err
 		}
 		condSpec, condPath = l[0], expression.Index(joinPath, 0)
 	}
-	cond, err := expression.Parse(condSpec, condPath)
+	cond, err := ev.parse(condSpec, condPath)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func compileJoin(arg any, stagePath string, sources []string, ev *evaluator) (*j
 //     the keys are found in the condition (see equalities).
 //
 // Errors name the offending path.
-func joinOptions(v any, path string, sources []string) ([]string, error) {
+func joinOptions(v any, path string, sources []string, ev *evaluator) ([]string, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, &expression.Error{Path: path, Err: fmt.Errorf("@join options must be a map with \"soft\" and/or \"index\", got %s", typeName(v))}
@@ -156,7 +156,7 @@ func joinOptions(v any, path string, sources []string) ([]string, error) {
 			if !slices.Contains(sources, k) {
 				return nil, &expression.Error{Path: expression.Field(ixPath, k), Err: fmt.Errorf("%q is not a source kind (%s)", k, strings.Join(sources, ", "))}
 			}
-			if _, err := expression.Parse(im[k], expression.Field(ixPath, k)); err != nil {
+			if _, err := ev.parse(im[k], expression.Field(ixPath, k)); err != nil {
 				return nil, err
 			}
 		}

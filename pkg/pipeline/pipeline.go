@@ -36,6 +36,13 @@ type Options struct {
 	// contributes nothing and its error, located at the expression that
 	// exceeded the budget, is returned with the output of the others.
 	EvalLimits expression.Limits
+	// Dialect selects the meaning of the expression operators and stages
+	// that changed between Δ-controller and its successor (see
+	// expression.Dialect): @unwind leaves metadata.name alone and @groupBy
+	// adds "documents" in the successor's. The zero value is Δ-controller's
+	// meaning. A controller written with `targets:` runs in the successor's
+	// dialect, one written with `target:` in Δ-controller's.
+	Dialect expression.Dialect
 }
 
 // Pipeline is a compiled pipeline: a dbsp circuit from the source
@@ -85,8 +92,8 @@ const (
 
 // Compile compiles a pipeline spec over the given source kinds.
 //
-// spec is a decoded JSON value: a stage (a map with a single "@stage" key)
-// or a list of stages; nil or an empty list is the identity pipeline of a
+// spec is a decoded JSON value: a stage (a map with a single "@stage" key,
+// or the bare string "@distinct") or a list of stages; nil or an empty list is the identity pipeline of a
 // single source. The earlier Δ-controller spelling {"@join": cond,
 // "@aggregate": [stage, ...]} is read as [{"@join": cond}, stage, ...]. Numbers may be of any Go numeric type or json.Number.
 // sources are the kinds of the source collections in order, e.g. ["Pod"] or
@@ -114,7 +121,7 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 		}
 	}
 	p := &Pipeline{sources: slices.Clone(sources), opts: opts, secretSource: slices.Contains(sources, secretKind),
-		ev: &evaluator{limits: opts.EvalLimits}}
+		ev: &evaluator{limits: opts.EvalLimits, dialect: opts.Dialect}}
 	p.ev.begin(nil)
 
 	var specs []any
@@ -130,6 +137,11 @@ func Compile(spec any, sources []string, opts Options) (*Pipeline, error) {
 		for i := range s {
 			paths = append(paths, expression.Index(opts.Path, i))
 		}
+	case string:
+		if s != opDistinct {
+			return nil, &expression.Error{Path: opts.Path, Err: fmt.Errorf("a pipeline must be a stage or a list of stages, got string")}
+		}
+		specs, paths = []any{s}, []string{opts.Path} // the stage "@distinct"
 	case map[string]any:
 		if _, ok := s[opAggregate]; ok {
 			var err error
@@ -240,8 +252,13 @@ func aggregateForm(m map[string]any, path string) ([]any, []string, error) {
 	return specs, paths, nil
 }
 
-// stageOf splits a stage spec into its name and argument.
+// stageOf splits a stage spec into its name and argument. The string
+// "@distinct", the one stage without argument, is {"@distinct": null}, as
+// the successor writes it.
 func stageOf(spec any, path string) (string, any, error) {
+	if spec == opDistinct {
+		return opDistinct, nil, nil
+	}
 	m, ok := spec.(map[string]any)
 	if !ok || len(m) != 1 {
 		return "", nil, &expression.Error{Path: path, Err: fmt.Errorf("a pipeline stage must be a map with a single \"@stage\" key, got %s", describeShape(spec))}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
+	"github.com/dcontroller/dcontroller/pkg/expression"
 )
 
 var seeds = []uint64{1, 7, 42, 99, 2024}
@@ -170,11 +171,43 @@ var propertyCases = []struct {
 			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name", "node": "$.Node.metadata.name"}}]`},
 }
 
+// successorPropertyCases are pipelines of the property tests compiled in
+// the successor's dialect (expression.DialectDBSP).
+var successorPropertyCases = []struct {
+	name    string
+	sources []string
+	spec    string
+}{
+	{"successor unwind+groupBy distinct", []string{"Pod"}, `[
+			{"@project": {"metadata": "$.metadata", "c": {"@enumerate": "$.spec.containers"}}},
+			{"@unwind": "$.c"},
+			{"@groupBy": ["$.metadata.labels.app", "$.c.value.image", {"distinct": true}]}]`},
+	{"successor left join+groupBy documents", []string{"Pod", "Service"}, `[
+			{"@join": [{"@and": [
+				{"@eq": ["$.Pod.metadata.labels.app", "$.Service.spec.selector.app"]},
+				{"@eq": ["$.Pod.metadata.namespace", "$.Service.metadata.namespace"]}]}, {"soft": ["Pod"]}]},
+			{"@groupBy": ["$.Service.metadata.name", "$.Pod.metadata.name"]},
+			"@distinct"]`},
+}
+
 func TestPipelineProperty(t *testing.T) {
+	type dialectCase struct {
+		name    string
+		sources []string
+		spec    string
+		dialect expression.Dialect
+	}
+	var cases []dialectCase
 	for _, tc := range propertyCases {
+		cases = append(cases, dialectCase{tc.name, tc.sources, tc.spec, ""})
+	}
+	for _, tc := range successorPropertyCases {
+		cases = append(cases, dialectCase{tc.name, tc.sources, tc.spec, expression.DialectDBSP})
+	}
+	for _, tc := range cases {
 		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("%s/seed%d", tc.name, seed), func(t *testing.T) {
-				p, err := Compile(mustJSON(t, tc.spec), tc.sources, Options{Path: path})
+				p, err := Compile(mustJSON(t, tc.spec), tc.sources, Options{Path: path, Dialect: tc.dialect})
 				if err != nil {
 					t.Fatal(err)
 				}

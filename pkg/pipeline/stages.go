@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,19 +27,35 @@ func compileStage(name string, arg any, stagePath string, ev *evaluator) (dbsp.O
 	case opGroupBy:
 		return compileGroupBy(arg, path, ev)
 	case opDistinct:
+		if !nullary(arg) {
+			return nil, &expression.Error{Path: path, Op: name, Err: fmt.Errorf(`takes no argument: write {"@distinct": null}, {"@distinct": {}} or the stage "@distinct", got %s`, describeShape(arg))}
+		}
 		return dbsp.NewDistinct(), nil
 	}
 	return nil, &expression.Error{Path: stagePath, Err: fmt.Errorf("unknown pipeline stage %q", name)}
+}
+
+// nullary reports whether a stage argument is none: null or {}.
+func nullary(arg any) bool {
+	m, ok := arg.(map[string]any)
+	return arg == nil || ok && len(m) == 0
 }
 
 // evaluator evaluates the expressions of a pipeline, each on one document
 // under a fresh count of Options.EvalLimits (see expression.Run), and
 // cancelled with the context of the Process call that runs it.
 type evaluator struct {
-	limits expression.Limits
-	budget *expression.Budget
+	// dialect is the dialect the pipeline's expressions are parsed in.
+	dialect expression.Dialect
+	limits  expression.Limits
+	budget  *expression.Budget
 	// idle is the budget of runs that are never cancelled.
 	idle *expression.Budget
+}
+
+// parse parses an expression of the pipeline in its dialect.
+func (ev *evaluator) parse(spec any, path string) (expression.Expression, error) {
+	return expression.ParseWith(spec, path, expression.ParseOptions{Dialect: ev.dialect})
 }
 
 // begin readies the evaluator for a run cancelled with ctx (nil: never).
@@ -82,7 +99,7 @@ func truth(v any, path, op string) (bool, error) {
 // (linear): documents for which the condition is true pass, false or null
 // drop, anything else is an error.
 func compileSelect(arg any, path string, ev *evaluator) (dbsp.Operator, error) {
-	cond, err := expression.Parse(arg, path)
+	cond, err := ev.parse(arg, path)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +127,7 @@ func compileProject(arg any, path string, ev *evaluator) (dbsp.Operator, error) 
 	var paths []string
 	switch a := arg.(type) {
 	case map[string]any:
-		e, err := expression.Parse(a, path)
+		e, err := ev.parse(a, path)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +141,7 @@ func compileProject(arg any, path string, ev *evaluator) (dbsp.Operator, error) 
 			if _, ok := s.(map[string]any); !ok {
 				return nil, &expression.Error{Path: sp, Op: opProject, Err: fmt.Errorf("a step must be a map, got %s", typeName(s))}
 			}
-			e, err := expression.Parse(s, sp)
+			e, err := ev.parse(s, sp)
 			if err != nil {
 				return nil, err
 			}
@@ -238,8 +255,10 @@ func (pa pathArg) with(doc dbsp.Document, value any) (dbsp.Document, error) {
 
 // compileUnwind compiles `@unwind <path>` (alias @demux) to a lifted
 // flat-map (linear): a document whose list at path has n elements becomes n
-// documents, the i-th with the list replaced by its i-th element and
-// metadata.name (when it is a string) suffixed with "-i". A missing, null
+// documents, the i-th with the list replaced by its i-th element and, in
+// Δ-controller's dialect, metadata.name (when it is a string) suffixed with
+// "-i" (the successor's dialect changes nothing else: equal outputs add up,
+// and @enumerate before the @unwind keeps them apart). A missing, null
 // or empty list yields nothing; any other value is an error. What one
 // document yields, its outputs counted as trees, must fit in the values
 // and bytes of Options.EvalLimits (each output holds the rest of the
@@ -263,6 +282,7 @@ func compileUnwind(name string, arg any, path string, ev *evaluator) (dbsp.Opera
 		}
 		md, _ := doc["metadata"].(map[string]any)
 		docName, hasName := md["name"].(string)
+		hasName = hasName && !ev.dialect.Successor()
 		out := make([]dbsp.Document, 0, len(list))
 		tally := ev.tally()
 		for i, elem := range list {
@@ -289,12 +309,12 @@ func compileUnwind(name string, arg any, path string, ev *evaluator) (dbsp.Opera
 }
 
 // groupArgs compiles the [key, value] argument of @gather and @groupBy.
-func groupArgs(arg any, path, op string) (key expression.Expression, value any, valuePath string, err error) {
+func groupArgs(arg any, path, op string, ev *evaluator) (key expression.Expression, value any, valuePath string, err error) {
 	l, ok := arg.([]any)
 	if !ok || len(l) != 2 {
 		return nil, nil, "", &expression.Error{Path: path, Op: op, Err: fmt.Errorf("argument must be a list [key, value], got %s", describeLen(arg))}
 	}
-	if key, err = expression.Parse(l[0], expression.Index(path, 0)); err != nil {
+	if key, err = ev.parse(l[0], expression.Index(path, 0)); err != nil {
 		return nil, nil, "", err
 	}
 	return key, l[1], expression.Index(path, 1), nil
@@ -393,7 +413,7 @@ func groupValues(ms []dbsp.Member, valued bool) (dbsp.Document, []any) {
 // first such member (see memberKey) with the list of the members' values set
 // at that path. A group whose members all lack the value yields nothing.
 func compileGather(name string, arg any, path string, ev *evaluator) (dbsp.Operator, error) {
-	key, value, valuePath, err := groupArgs(arg, path, name)
+	key, value, valuePath, err := groupArgs(arg, path, name, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -426,28 +446,112 @@ func compileGather(name string, arg any, path string, ev *evaluator) (dbsp.Opera
 	}).OrderBy(memberKey), nil
 }
 
-// compileGroupBy compiles `@groupBy [key, value]` to an incremental grouped
-// aggregate: documents are grouped by the key expression (null keys are
-// dropped); each group yields {"key": key, "values": [value, ...]} with the
-// non-null values of the value expression over the group's members in the
-// order of memberKey.
+// compileGroupBy compiles `@groupBy [key, value]` and `@groupBy [key,
+// value, {"distinct": bool}]` to an incremental grouped aggregate:
+// documents are grouped by the key expression (null keys are dropped); each
+// group yields {"key": key, "values": [value, ...]} with the non-null values
+// of the value expression over the group's members in the order of
+// memberKey. With "distinct": true a value equal to an earlier one of the
+// group is left out. In the successor's dialect the group also carries
+// "documents", its members' documents in the same order (distinct ones
+// only with "distinct"), and a null value expression collects the
+// documents themselves as values (both as the successor's @groupBy does).
 func compileGroupBy(arg any, path string, ev *evaluator) (dbsp.Operator, error) {
-	key, value, valuePath, err := groupArgs(arg, path, opGroupBy)
+	distinct := false
+	if l, ok := arg.([]any); ok && len(l) == 3 {
+		var err error
+		if distinct, err = groupOptions(l[2], expression.Index(path, 2)); err != nil {
+			return nil, err
+		}
+		arg = l[:2]
+	}
+	key, value, valuePath, err := groupArgs(arg, path, opGroupBy, ev)
 	if err != nil {
+		if l, ok := arg.([]any); ok && len(l) > 3 {
+			return nil, &expression.Error{Path: path, Op: opGroupBy, Err: fmt.Errorf(`argument must be a list [key, value] or [key, value, {"distinct": true}], got %s`, describeLen(arg))}
+		}
 		return nil, err
 	}
-	val, err := expression.Parse(value, valuePath)
-	if err != nil {
-		return nil, err
+	successor := ev.dialect.Successor()
+	var get func(doc dbsp.Document) (any, error)
+	if value == nil && successor {
+		get = func(doc dbsp.Document) (any, error) { return map[string]any(doc), nil }
+	} else {
+		val, err := ev.parse(value, valuePath)
+		if err != nil {
+			return nil, err
+		}
+		get = func(doc dbsp.Document) (any, error) { return ev.eval(val, doc) }
 	}
-	get := func(doc dbsp.Document) (any, error) { return ev.eval(val, doc) }
 	return dbsp.NewGroupBy(groupKey(key, ev), newMember(get), func(k any, ms []dbsp.Member) (dbsp.Document, error) {
 		first, values := groupValues(ms, false)
 		if first == nil {
 			return nil, nil
 		}
-		return dbsp.Document{"key": k, "values": values}, nil
+		if distinct {
+			values = distinctValues(values)
+		}
+		out := dbsp.Document{"key": k, "values": values}
+		if successor {
+			docs := groupDocuments(ms)
+			if distinct {
+				docs = distinctValues(docs)
+			}
+			out["documents"] = docs
+		}
+		return out, nil
 	}).OrderBy(memberKey), nil
+}
+
+// groupOptions reads the options of @groupBy: {"distinct": bool}.
+func groupOptions(v any, path string) (bool, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false, &expression.Error{Path: path, Op: opGroupBy, Err: fmt.Errorf(`options must be a map such as {"distinct": true}, got %s`, typeName(v))}
+	}
+	distinct := false
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if k != "distinct" {
+			return false, &expression.Error{Path: expression.Field(path, k), Op: opGroupBy, Err: fmt.Errorf(`unknown option %q; the option is "distinct"`, k)}
+		}
+		b, ok := m[k].(bool)
+		if !ok {
+			return false, &expression.Error{Path: expression.Field(path, k), Op: opGroupBy, Err: fmt.Errorf("must be a bool, got %s", typeName(m[k]))}
+		}
+		distinct = b
+	}
+	return distinct, nil
+}
+
+// groupDocuments returns the documents of the members of positive weight
+// of a group, each repeated by its weight, in the group's order.
+func groupDocuments(ms []dbsp.Member) []any {
+	var docs []any
+	for _, m := range ms {
+		for range max(m.Weight, 0) {
+			docs = append(docs, map[string]any(m.Doc))
+		}
+	}
+	if docs == nil {
+		docs = []any{}
+	}
+	return docs
+}
+
+// distinctValues returns vs without the values equal (dbsp.Equal) to an
+// earlier one, in order.
+func distinctValues(vs []any) []any {
+	seen := make(map[uint64][]any, len(vs))
+	out := vs[:0:0]
+	for _, v := range vs {
+		h := dbsp.Hash(v)
+		if slices.ContainsFunc(seen[h], func(w any) bool { return dbsp.Equal(v, w) }) {
+			continue
+		}
+		seen[h] = append(seen[h], v)
+		out = append(out, v)
+	}
+	return out
 }
 
 // quoted is v for an error message: a string quoted, anything else as %v.
