@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/dbsp"
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/operator"
@@ -49,7 +50,10 @@ a v1 List (-o json), written as it is encoded. Writes are checked as the
 API server checks them: an output of a namespaced native kind without
 metadata.namespace is an error, with the API server's answer. With --trace,
 each delta through each pipeline stage is printed to stderr as
-"<operator>/<controller> <stage> <weight> <object>".
+"<operator>/<controller> <stage> <weight> <object>", after a line
+"<operator>/<controller> dialect <dialect>" per controller naming the
+meaning of its expressions: deltacontroller (a controller written with
+target:) or dbsp (the successor's, for targets:).
 
 Exit status: 0 on success, 1 when an operator or input is invalid, 2 when
 the controllers ran but reported errors (printed to stderr).`,
@@ -118,6 +122,12 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 		opts.Versions[gvk.Group+"/"+gvk.Kind] = gvk.Version
 	}
 	if o.trace {
+		// A header per controller: the dialect its expressions run in.
+		for _, op := range ops {
+			for _, c := range op.Spec.Controllers {
+				fmt.Fprintf(stderr, "%s/%s dialect %s\n", op.Name, c.Name, controller.DialectOf(c))
+			}
+		}
 		opts.Trace = func(op, ctrl, stage string, delta *dbsp.ZSet) {
 			for _, e := range delta.Entries() {
 				b, _ := json.Marshal(e.Doc)

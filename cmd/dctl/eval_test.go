@@ -77,6 +77,7 @@ func TestEvalTrace(t *testing.T) {
 	}
 	trace := stderr.String()
 	for _, want := range []string{
+		"pod-container-num-annotator/pod-container-num-annotator dialect deltacontroller\n",
 		`pod-container-num-annotator/pod-container-num-annotator spec.controllers[0].pipeline["@project"] +1`,
 		`"dcontroller.io/container-num":"3"`,
 		`-1 {"metadata":{"annotations":{"dcontroller.io/container-num":"3"}`,

@@ -264,7 +264,7 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 		return nil, fmt.Errorf("%s.pipeline: %w", path, err)
 	}
 	popts := pipeline.Options{Path: path + ".pipeline", MaxDeltaEntries: limitOf(opts.MaxDeltaEntries, DefaultMaxDeltaEntries),
-		EvalLimits: opts.EvalLimits}
+		EvalLimits: opts.EvalLimits, Dialect: DialectOf(spec)}
 	if opts.Trace != nil {
 		name := spec.Name
 		popts.Trace = func(stage string, delta *dbsp.ZSet) { opts.Trace(name, stage, delta) }
