@@ -31,8 +31,8 @@
 //     index past the end pads the list with nulls. The setter "$." makes its
 //     value (a map) the base of the result, before the plain keys and the
 //     other setters.
-//   - {"@noop": x} is x taken literally: the escape for strings starting with
-//     "$" or "@".
+//   - {"@literal": x} (and {"@noop": x} in Δ-controller's dialect) is x
+//     taken literally: the escape for strings starting with "$" or "@".
 //
 // # Arguments
 //
@@ -49,7 +49,8 @@
 //
 // Logic: @and, @or (short-circuit; operands bool, null counts as false),
 // @not, @cond [c, then, else], @switch [[case, value], ...],
-// @definedOr [x, default], @noop.
+// @definedOr [x, default], @noop, @literal, @nil, @sqlbool (SQL truth:
+// null is false).
 //
 // Comparison: @eq, @neq (DeepEqual: numbers by value), @gt, @gte, @lt, @lte
 // (Compare: numbers or strings).
@@ -63,7 +64,9 @@
 // {"acc": accumulator, "item": element}), @sum, @len (lists, maps, strings
 // in code points), @min, @max, @in [x, list], @range n | [start, end),
 // @any, @all, @none ([cond, list] or a list of bools), @sortBy [key, list]
-// (stable), @list, @dict (list of [key, value] pairs, or a map).
+// (stable), @list, @dict (list of [key, value] pairs, or a map),
+// @enumerate ([{"index": i, "value": e}, ...]), @lexmin, @lexmax (by JSON
+// text).
 //
 // Strings: @concat, @split [s, sep], @join [list, sep], @upper, @lower,
 // @trim, @replace [s, old, new], @substring [s, start(, end)] (code points,
@@ -72,12 +75,21 @@
 //
 // Conversion: @string, @int, @float, @bool.
 //
-// Utility: @exists (a query selects a non-null value), @isnil, @hash (6
+// Utility: @exists (a query selects a non-null value), @getField (a path,
+// possibly computed), @setField [target, value] (a copy of $ or $$ with the
+// value written at target), @isnil, @hash (6
 // base36 characters of the MD5 of the JSON, as Δ-controller), @rnd [min, max),
 // @now (RFC 3339 UTC), @selector [selector, labels] (Kubernetes label
 // selector semantics), @cel "expr" (CEL, github.com/google/cel-go, with
 // self bound to the subject: $$ inside a list operator's per-element
 // argument, $ elsewhere).
+//
+// # Dialects
+//
+// A few operators changed meaning between Δ-controller and its successor
+// (l7mp/dbsp): @range, @substring, @hash, @div, @rnd, @sortBy, @definedOr
+// and @noop. Parse gives them Δ-controller's meaning (described above);
+// ParseWith with DialectDBSP gives the successor's (see Dialect).
 //
 // # Errors
 //
