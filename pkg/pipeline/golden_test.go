@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +23,10 @@ type goldenCase struct {
 	Inputs map[string][]dbsp.Document `json:"inputs"`
 	// Output is the expected output collection (in any order).
 	Output []dbsp.Document `json:"output"`
+	// Targets, if set, are the output names (Options.Outputs), and Outputs
+	// the expected output collections by name, instead of Output.
+	Targets []string                   `json:"targets"`
+	Outputs map[string][]dbsp.Document `json:"outputs"`
 	// CompileError, if set, is the expected compile error message.
 	CompileError string `json:"compileError"`
 	// Errors are substrings expected in the evaluation error.
@@ -50,7 +55,7 @@ func TestGolden(t *testing.T) {
 			if len(tc.Sources) == 0 {
 				tc.Sources = []string{"Pod"}
 			}
-			p, err := Compile(tc.Pipeline, tc.Sources, Options{Path: goldenPath, Dialect: tc.Dialect})
+			p, err := Compile(tc.Pipeline, tc.Sources, Options{Path: goldenPath, Dialect: tc.Dialect, Outputs: tc.Targets})
 			if tc.CompileError != "" {
 				if err == nil || err.Error() != tc.CompileError {
 					t.Fatalf("compile error:\n got %v\nwant %s", err, tc.CompileError)
@@ -71,17 +76,38 @@ func TestGolden(t *testing.T) {
 					}
 				}
 			}
-			want := dbsp.FromDocuments(tc.Output...)
+			// wants are the expected collections by output name.
+			wants := map[string]*dbsp.ZSet{}
+			for _, name := range p.Outputs() {
+				wants[name] = dbsp.FromDocuments(tc.Outputs[name]...)
+			}
+			if len(tc.Targets) == 0 {
+				wants = map[string]*dbsp.ZSet{"": dbsp.FromDocuments(tc.Output...)}
+			}
+			for name := range tc.Outputs {
+				if wants[name] == nil {
+					t.Fatalf("outputs: %q is not a target", name)
+				}
+			}
 
 			// Snapshot: the whole inputs at once.
 			state := map[string]*dbsp.ZSet{}
 			for kind, docs := range tc.Inputs {
 				state[kind] = dbsp.FromDocuments(docs...)
 			}
-			got, err := p.Evaluate(state)
+			got, err := p.EvaluateOutputs(state)
 			checkErr("Evaluate", err)
-			if !got.Equal(want) {
-				t.Fatalf("Evaluate:\n got %v\nwant %v", got, want)
+			for name, want := range wants {
+				if !got[name].Equal(want) {
+					t.Fatalf("Evaluate %q:\n got %v\nwant %v", name, got[name], want)
+				}
+			}
+			if len(wants) == 1 {
+				one, err := p.Evaluate(state)
+				checkErr("Evaluate", err)
+				if !one.Equal(got[p.Outputs()[0]]) {
+					t.Fatalf("Evaluate %v differs from EvaluateOutputs %v", one, got)
+				}
 			}
 
 			// Incremental: one document per step, the sources interleaved,
@@ -99,14 +125,28 @@ func TestGolden(t *testing.T) {
 					break
 				}
 			}
-			integral := dbsp.NewIntegrate()
+			integrals := map[string]*dbsp.Integrate{}
+			for name := range wants {
+				integrals[name] = dbsp.NewIntegrate()
+			}
+			process := func(step map[string]*dbsp.ZSet) error {
+				if len(wants) == 1 {
+					// Process, the one-output call.
+					d, err := p.Process(step)
+					integrals[p.Outputs()[0]].Step(d)
+					return err
+				}
+				ds, err := p.ProcessOutputs(context.Background(), step)
+				for name, d := range ds {
+					integrals[name].Step(d)
+				}
+				return err
+			}
 			var errs []error
 			for _, step := range steps {
-				d, err := p.Process(step)
-				if err != nil {
+				if err := process(step); err != nil {
 					errs = append(errs, err)
 				}
-				integral.Step(d)
 			}
 			if len(tc.Errors) == 0 && len(errs) > 0 {
 				t.Fatalf("Process: unexpected errors: %v", errs)
@@ -114,18 +154,21 @@ func TestGolden(t *testing.T) {
 			if len(tc.Errors) > 0 && len(errs) == 0 {
 				t.Fatalf("Process: no errors, want %q", tc.Errors)
 			}
-			if !integral.Value().Equal(want) {
-				t.Fatalf("Process (integrated):\n got %v\nwant %v", integral.Value(), want)
+			for name, want := range wants {
+				if !integrals[name].Value().Equal(want) {
+					t.Fatalf("Process (integrated) %q:\n got %v\nwant %v", name, integrals[name].Value(), want)
+				}
 			}
 			for _, step := range steps {
 				for _, z := range step {
 					z.AddScaled(z, -2) // negate in place
 				}
-				d, _ := p.Process(step)
-				integral.Step(d)
+				_ = process(step)
 			}
-			if !integral.Value().IsEmpty() {
-				t.Fatalf("deleting every input left output %v", integral.Value())
+			for name := range wants {
+				if !integrals[name].Value().IsEmpty() {
+					t.Fatalf("deleting every input left output %q %v", name, integrals[name].Value())
+				}
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -106,7 +107,7 @@ func TestLimitKeepsState(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			accepted, refused := 0, 0
 			for _, seed := range seeds {
-				p, err := Compile(mustJSON(t, tc.spec), tc.sources, Options{Path: path, MaxDeltaEntries: limit})
+				p, err := Compile(mustJSON(t, tc.spec), tc.sources, Options{Path: path, MaxDeltaEntries: limit, Outputs: tc.outputs})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -118,7 +119,10 @@ func TestLimitKeepsState(t *testing.T) {
 				if o := srcs["Node"]; o != nil {
 					o.max = 2
 				}
-				out := dbsp.NewIntegrate()
+				outs := map[string]*dbsp.Integrate{}
+				for _, name := range p.Outputs() {
+					outs[name] = dbsp.NewIntegrate()
+				}
 				for step := 0; step < steps; step++ {
 					saved := map[string]map[string]dbsp.Document{}
 					for kind, o := range srcs {
@@ -132,7 +136,14 @@ func TestLimitKeepsState(t *testing.T) {
 						}
 						srcs[kind].change(deltas[kind])
 					}
-					d, err := p.Process(deltas)
+					var ds map[string]*dbsp.ZSet
+					if tc.outputs == nil {
+						var d *dbsp.ZSet
+						d, err = p.Process(deltas)
+						ds = map[string]*dbsp.ZSet{"": d}
+					} else {
+						ds, err = p.ProcessOutputs(context.Background(), deltas)
+					}
 					var le *LimitError
 					switch {
 					case errors.As(err, &le):
@@ -144,21 +155,27 @@ func TestLimitKeepsState(t *testing.T) {
 						t.Fatalf("step %d: %v", step, err)
 					default:
 						accepted++
-						if d.Len() > limit {
-							t.Fatalf("step %d: %d entries over the limit", step, d.Len())
+						for name, d := range ds {
+							// A stage's delta is bounded, not the sum of
+							// the branches writing one output.
+							if tc.outputs == nil && d.Len() > limit {
+								t.Fatalf("step %d: %d entries over the limit", step, d.Len())
+							}
+							outs[name].Step(d)
 						}
-						out.Step(d)
 					}
 					state := map[string]*dbsp.ZSet{}
 					for kind, o := range srcs {
 						state[kind] = o.state()
 					}
-					want, err := p.Evaluate(state)
+					wants, err := p.EvaluateOutputs(state)
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got := out.Value(); !got.Equal(want) {
-						t.Fatalf("seed %d step %d: integrated output differs from Evaluate:\n got %v\nwant %v", seed, step, got, want)
+					for name, want := range wants {
+						if got := outs[name].Value(); !got.Equal(want) {
+							t.Fatalf("seed %d step %d: output %q: integrated output differs from Evaluate:\n got %v\nwant %v", seed, step, name, got, want)
+						}
 					}
 				}
 			}

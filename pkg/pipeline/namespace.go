@@ -66,34 +66,65 @@ import (
 // every object has a metadata.namespace, an RFC 1123 label (lower-case
 // letters, digits and '-').
 func (p *Pipeline) NamespaceLocal() error {
-	var ns nsPaths
-	lostAt := ""
-	if p.join != nil {
-		if err := p.join.namespaceLocal(); err != nil {
-			return err
+	// A branch reads the namespace paths of its source inputs and those
+	// common to every writer of a stream it reads (a union may mix them).
+	streams := map[string]nsPaths{}
+	written := map[string]bool{}
+	for _, b := range p.branches {
+		var ns nsPaths
+		lostAt := ""
+		in := make([]nsPaths, len(b.inputs))
+		for i, name := range b.inputs {
+			if b.source[i] {
+				in[i] = nsPaths{{{Name: "metadata"}, {Name: "namespace"}}}
+			} else {
+				in[i] = streams[name]
+			}
 		}
-		for _, s := range p.sources {
-			ns = append(ns, []expression.Segment{{Name: s}, {Name: "metadata"}, {Name: "namespace"}})
+		if b.join != nil {
+			var err error
+			if ns, err = b.join.namespaceLocal(b.inputs, in); err != nil {
+				return err
+			}
+		} else {
+			ns = in[0]
 		}
-	} else {
-		ns = nsPaths{{{Name: "metadata"}, {Name: "namespace"}}}
-	}
-	for _, st := range p.stages {
-		next, err := st.namespaceLocal(ns, lostAt)
-		if err != nil {
-			return err
+		for _, st := range b.stages {
+			next, err := st.namespaceLocal(ns, lostAt)
+			if err != nil {
+				return err
+			}
+			if len(next) == 0 && len(ns) > 0 {
+				lostAt = st.label
+			}
+			ns = next
 		}
-		if len(next) == 0 && len(ns) > 0 {
-			lostAt = st.label
+		if written[b.output] {
+			ns = ns.common(streams[b.output])
 		}
-		ns = next
+		streams[b.output], written[b.output] = ns, true
 	}
 	return nil
 }
 
-// namespaceLocal checks that the join condition ties all sources to one
-// namespace.
-func (js *joinStage) namespaceLocal() error {
+// common returns the paths of ps that are also in qs.
+func (ps nsPaths) common(qs nsPaths) nsPaths {
+	var out nsPaths
+	for _, p := range ps {
+		if qs.contains(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// namespaceLocal checks that the join condition ties all inputs to one
+// namespace: every input is tied to the first by @eq terms between
+// namespace paths of the inputs (in[i] are those of inputs[i], in the order
+// of the branch's inputs). It returns the namespace paths of the compound
+// document: every input's, under its name.
+func (js *joinStage) namespaceLocal(inputs []string, in []nsPaths) (nsPaths, error) {
+	nsOf := func(kind string) nsPaths { return in[slices.Index(inputs, kind)] }
 	// union-find over the source indexes
 	parent := make([]int, len(js.sources))
 	for i := range parent {
@@ -107,7 +138,7 @@ func (js *joinStage) namespaceLocal() error {
 		return i
 	}
 	for _, eq := range equalities(js.cond, js.sources) {
-		if !isNamespace(eq.a.segs) || !isNamespace(eq.b.segs) {
+		if !nsOf(eq.a.kind).contains(eq.a.segs) || !nsOf(eq.b.kind).contains(eq.b.segs) {
 			continue
 		}
 		a, b := find(slices.Index(js.sources, eq.a.kind)), find(slices.Index(js.sources, eq.b.kind))
@@ -121,9 +152,13 @@ func (js *joinStage) namespaceLocal() error {
 		}
 	}
 	if len(loose) == 0 {
-		return nil
+		var ns nsPaths
+		for _, s := range inputs {
+			ns = append(ns, nsOf(s).under(expression.Segment{Name: s})...)
+		}
+		return ns, nil
 	}
-	return &expression.Error{Path: expression.Field(js.path, opJoin), Err: fmt.Errorf(
+	return nil, &expression.Error{Path: expression.Field(js.path, opJoin), Err: fmt.Errorf(
 		"the join condition does not keep every joined document in one namespace: %s not tied to %s by an equality of metadata.namespace; "+
 			"add {\"@eq\": [\"$.%s.metadata.namespace\", \"$.%s.metadata.namespace\"]} to the condition, as the condition itself or under its top-level @and "+
 			"(an @eq under @or, @not or another operator does not count), or run the operator without spec.sharding: Namespace",

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -109,66 +110,92 @@ var propertyCases = []struct {
 	name    string
 	sources []string
 	spec    string
+	outputs []string // Options.Outputs, for the branch form
 }{
-	{"select", []string{"Pod"}, `{"@select": {"@eq": ["$.metadata.labels.app", "a1"]}}`},
-	{"project", []string{"Pod"}, `{"@project": {"metadata": {"name": "$.metadata.name"}, "n": {"@len": "$.spec.containers"}}}`},
+	{"select", []string{"Pod"}, `{"@select": {"@eq": ["$.metadata.labels.app", "a1"]}}`, nil},
+	{"project", []string{"Pod"}, `{"@project": {"metadata": {"name": "$.metadata.name"}, "n": {"@len": "$.spec.containers"}}}`, nil},
 	{"project list", []string{"Pod"}, `{"@project": [
 			{"metadata": "$.metadata", "app": "$.metadata.labels.app"},
-			{"metadata": {"name": "$.metadata.name"}, "$.metadata.labels.app": "$.app"}]}`},
+			{"metadata": {"name": "$.metadata.name"}, "$.metadata.labels.app": "$.app"}]}`, nil},
 	{"project list copy", []string{"Pod"}, `{"@project": [
 			{"$.": "$."},
-			{"$.metadata.labels.copied": "yes", "spec": {"containers": [{"name": "extra"}]}}]}`},
+			{"$.metadata.labels.copied": "yes", "spec": {"containers": [{"name": "extra"}]}}]}`, nil},
 	{"select+project", []string{"Pod"}, `[
 			{"@select": {"@gte": [{"@len": "$.spec.containers"}, 1]}},
 			{"@project": {"metadata": {"name": "$.metadata.name", "namespace": "$.metadata.namespace",
-				"annotations": {"images": {"@join": [{"@map": ["$$.image", "$.spec.containers"]}, ","]}}}}}]`},
-	{"unwind", []string{"Pod"}, `{"@unwind": "$.spec.containers"}`},
-	{"gather", []string{"Pod"}, `{"@gather": ["$.metadata.labels.app", "$.spec.nodeName"]}`},
+				"annotations": {"images": {"@join": [{"@map": ["$$.image", "$.spec.containers"]}, ","]}}}}}]`, nil},
+	{"unwind", []string{"Pod"}, `{"@unwind": "$.spec.containers"}`, nil},
+	{"gather", []string{"Pod"}, `{"@gather": ["$.metadata.labels.app", "$.spec.nodeName"]}`, nil},
 	{"unwind+gather", []string{"Pod"}, `[
 			{"@project": {"metadata": "$.metadata", "spec": "$.spec", "owner": {"@concat": ["$.metadata.namespace", "/", "$.metadata.name"]}}},
 			{"@unwind": "$.spec.containers"},
-			{"@gather": ["$.owner", "$.spec.containers"]}]`},
-	{"groupBy", []string{"Pod"}, `{"@groupBy": ["$.metadata.labels.app", "$.metadata.name"]}`},
-	{"project+distinct", []string{"Pod"}, `[{"@project": {"app": "$.metadata.labels.app", "node": "$.spec.nodeName"}}, {"@distinct": {}}]`},
+			{"@gather": ["$.owner", "$.spec.containers"]}]`, nil},
+	{"groupBy", []string{"Pod"}, `{"@groupBy": ["$.metadata.labels.app", "$.metadata.name"]}`, nil},
+	{"project+distinct", []string{"Pod"}, `[{"@project": {"app": "$.metadata.labels.app", "node": "$.spec.nodeName"}}, {"@distinct": {}}]`, nil},
 	{"join+project", []string{"Pod", "Service"}, `[
 			{"@join": {"@and": [
 				{"@eq": ["$.Pod.metadata.labels.app", "$.Service.spec.selector.app"]},
 				{"@eq": ["$.Pod.metadata.namespace", "$.Service.metadata.namespace"]}]}},
-			{"@project": {"metadata": {"name": {"@concat": ["$.Service.metadata.name", "-", "$.Pod.metadata.name"]}}, "ip": "$.Pod.status.podIP"}}]`},
+			{"@project": {"metadata": {"name": {"@concat": ["$.Service.metadata.name", "-", "$.Pod.metadata.name"]}}, "ip": "$.Pod.status.podIP"}}]`, nil},
 	{"join without keys", []string{"Pod", "Service"}, `[
 			{"@join": {"@selector": ["$.Service.spec.selector", "$.Pod.metadata.labels"]}},
-			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name"}}]`},
+			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name"}}]`, nil},
 	{"three-way join", []string{"Pod", "Service", "Node"}, `[
 			{"@join": {"@and": [
 				{"@eq": ["$.Service.spec.selector.app", "$.Pod.metadata.labels.app"]},
 				{"@eq": ["$.Node.metadata.name", "$.Pod.spec.nodeName"]},
 				{"@neq": ["$.Node.metadata.labels.zone", "z1"]}]}},
-			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name", "node": "$.Node.metadata.name"}}]`},
+			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name", "node": "$.Node.metadata.name"}}]`, nil},
 	{"join+groupBy", []string{"Pod", "Service"}, `[
 			{"@join": {"@eq": ["$.Pod.metadata.labels.app", "$.Service.spec.selector.app"]}},
-			{"@groupBy": [{"@concat": ["$.Service.metadata.namespace", "/", "$.Service.metadata.name"]}, "$.Pod.status.podIP"]}]`},
+			{"@groupBy": [{"@concat": ["$.Service.metadata.namespace", "/", "$.Service.metadata.name"]}, "$.Pod.status.podIP"]}]`, nil},
 	{"left join+groupBy", []string{"Pod", "Service"}, `[
 			{"@join": [{"@and": [
 				{"@eq": ["$.Pod.metadata.labels.app", "$.Service.spec.selector.app"]},
 				{"@eq": ["$.Pod.metadata.namespace", "$.Service.metadata.namespace"]},
 				{"@eq": ["$.Pod.metadata.labels.tier", "fe"]}]}, {"soft": ["Pod"]}]},
-			{"@groupBy": [{"@concat": ["$.Service.metadata.namespace", "/", "$.Service.metadata.name"]}, "$.Pod.metadata.name"]}]`},
+			{"@groupBy": [{"@concat": ["$.Service.metadata.namespace", "/", "$.Service.metadata.name"]}, "$.Pod.metadata.name"]}]`, nil},
 	{"left join, hard filter, no keys", []string{"Pod", "Service"}, `[
 			{"@join": [{"@and": [
 				{"@selector": ["$.Service.spec.selector", "$.Pod.metadata.labels"]},
 				{"@neq": ["$.Pod.metadata.labels.tier", "be"]}]}, {"soft": ["Service"], "index": {"Pod": "$.metadata.labels.app"}}]},
-			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name"}}]`},
+			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name"}}]`, nil},
 	{"left join, two soft kinds", []string{"Pod", "Service", "Node"}, `[
 			{"@join": [{"@and": [
 				{"@eq": ["$.Service.spec.selector.app", "$.Pod.metadata.labels.app"]},
 				{"@eq": ["$.Node.metadata.name", "$.Pod.spec.nodeName"]},
 				{"@neq": ["$.Node.metadata.labels.zone", "z1"]}]}, {"soft": ["Pod", "Node"]}]},
-			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name", "node": "$.Node.metadata.name"}}]`},
+			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name", "node": "$.Node.metadata.name"}}]`, nil},
 	{"left join, two hard kinds", []string{"Pod", "Service", "Node"}, `[
 			{"@join": [{"@and": [
 				{"@eq": ["$.Service.spec.selector.app", "$.Pod.metadata.labels.app"]},
 				{"@eq": ["$.Node.metadata.name", "$.Pod.spec.nodeName"]}]}, {"soft": ["Node"]}]},
-			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name", "node": "$.Node.metadata.name"}}]`},
+			{"@project": {"pod": "$.Pod.metadata.name", "svc": "$.Service.metadata.name", "node": "$.Node.metadata.name"}}]`, nil},
+	{"branches: two targets, a shared stream", []string{"Pod", "Service"}, `[
+			[{"@inputs": ["Pod"]}, {"@select": {"@eq": ["$.metadata.labels.tier", "fe"]}}, {"@output": "fe"}],
+			[{"@inputs": ["fe", "Service"]},
+				{"@join": {"@and": [
+					{"@eq": ["$.fe.metadata.labels.app", "$.Service.spec.selector.app"]},
+					{"@eq": ["$.fe.metadata.namespace", "$.Service.metadata.namespace"]}]}},
+				{"@project": {"metadata": {"name": {"@concat": ["$.Service.metadata.name", "-", "$.fe.metadata.name"]}}, "ip": "$.fe.status.podIP"}},
+				{"@output": "Endpoint"}],
+			[{"@inputs": ["fe"]}, {"@groupBy": ["$.spec.nodeName", "$.metadata.name"]}, {"@output": "NodeReport"}]]`,
+		[]string{"Endpoint", "NodeReport"}},
+	{"branches: union then groupBy and distinct", []string{"Pod"}, `[
+			[{"@inputs": ["Pod"]}, {"@project": {"k": "$.metadata.labels.app", "v": "$.spec.nodeName"}}, {"@output": "s"}],
+			[{"@inputs": ["Pod"]}, {"@select": {"@eq": ["$.metadata.labels.tier", "be"]}},
+				{"@unwind": "$.spec.containers"}, {"@project": {"k": "$.metadata.labels.app", "v": "$.spec.containers.image"}}, {"@output": "s"}],
+			[{"@inputs": ["s"]}, {"@groupBy": ["$.k", "$.v"]}, {"@output": "Groups"}],
+			[{"@inputs": ["s"]}, {"@distinct": null}, {"@output": "Set"}]]`,
+		[]string{"Groups", "Set"}},
+	{"branches: left join of two streams", []string{"Pod", "Service"}, `[
+			[{"@inputs": ["Service"]}, {"@project": {"metadata": "$.metadata", "app": "$.spec.selector.app"}}, {"@output": "svc"}],
+			[{"@inputs": ["Pod"]}, {"@unwind": "$.spec.containers"}, {"@output": "ctr"}],
+			[{"@inputs": ["svc", "ctr"]},
+				{"@join": [{"@eq": ["$.svc.app", "$.ctr.metadata.labels.app"]}, {"soft": ["ctr"]}]},
+				{"@groupBy": ["$.svc.metadata.name", "$.ctr.spec.containers.image"]},
+				{"@output": "Images"}]]`,
+		[]string{"Images"}},
 }
 
 // successorPropertyCases are pipelines of the property tests compiled in
@@ -196,18 +223,19 @@ func TestPipelineProperty(t *testing.T) {
 		sources []string
 		spec    string
 		dialect expression.Dialect
+		outputs []string
 	}
 	var cases []dialectCase
 	for _, tc := range propertyCases {
-		cases = append(cases, dialectCase{tc.name, tc.sources, tc.spec, ""})
+		cases = append(cases, dialectCase{tc.name, tc.sources, tc.spec, "", tc.outputs})
 	}
 	for _, tc := range successorPropertyCases {
-		cases = append(cases, dialectCase{tc.name, tc.sources, tc.spec, expression.DialectDBSP})
+		cases = append(cases, dialectCase{tc.name, tc.sources, tc.spec, expression.DialectDBSP, nil})
 	}
 	for _, tc := range cases {
 		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("%s/seed%d", tc.name, seed), func(t *testing.T) {
-				p, err := Compile(mustJSON(t, tc.spec), tc.sources, Options{Path: path, Dialect: tc.dialect})
+				p, err := Compile(mustJSON(t, tc.spec), tc.sources, Options{Path: path, Dialect: tc.dialect, Outputs: tc.outputs})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -219,8 +247,11 @@ func TestPipelineProperty(t *testing.T) {
 				if o := srcs["Node"]; o != nil {
 					o.max = 2 // names Node0..Node3, as in the pods' spec.nodeName
 				}
-				maxOut := 0
-				out := dbsp.NewIntegrate()
+				maxOut := map[string]int{}
+				outs := map[string]*dbsp.Integrate{}
+				for _, name := range p.Outputs() {
+					outs[name] = dbsp.NewIntegrate()
+				}
 				for step := 0; step < steps; step++ {
 					deltas := map[string]*dbsp.ZSet{}
 					for n := 1 + r.IntN(3); n > 0; n-- {
@@ -230,25 +261,43 @@ func TestPipelineProperty(t *testing.T) {
 						}
 						srcs[kind].change(deltas[kind])
 					}
-					d, err := p.Process(deltas)
-					if err != nil {
-						t.Fatalf("step %d: Process: %v", step, err)
-					}
 					state := map[string]*dbsp.ZSet{}
 					for kind, o := range srcs {
 						state[kind] = o.state()
 					}
-					want, err := p.Evaluate(state)
-					if err != nil {
-						t.Fatalf("step %d: Evaluate: %v", step, err)
+					var ds, wants map[string]*dbsp.ZSet
+					if tc.outputs == nil {
+						d, err := p.Process(deltas)
+						if err != nil {
+							t.Fatalf("step %d: Process: %v", step, err)
+						}
+						want, err := p.Evaluate(state)
+						if err != nil {
+							t.Fatalf("step %d: Evaluate: %v", step, err)
+						}
+						ds, wants = map[string]*dbsp.ZSet{"": d}, map[string]*dbsp.ZSet{"": want}
+					} else {
+						if ds, err = p.ProcessOutputs(context.Background(), deltas); err != nil {
+							t.Fatalf("step %d: ProcessOutputs: %v", step, err)
+						}
+						if wants, err = p.EvaluateOutputs(state); err != nil {
+							t.Fatalf("step %d: EvaluateOutputs: %v", step, err)
+						}
 					}
-					if got := out.Step(d); !got.Equal(want) {
-						t.Fatalf("step %d: integrated Process output differs from Evaluate:\n got %v\nwant %v", step, got, want)
+					if len(ds) != len(outs) || len(wants) != len(outs) {
+						t.Fatalf("step %d: %d changes and %d collections for outputs %q", step, len(ds), len(wants), p.Outputs())
 					}
-					maxOut = max(maxOut, want.Len())
+					for name, want := range wants {
+						if got := outs[name].Step(ds[name]); !got.Equal(want) {
+							t.Fatalf("step %d: output %q: integrated Process output differs from Evaluate:\n got %v\nwant %v", step, name, got, want)
+						}
+						maxOut[name] = max(maxOut[name], want.Len())
+					}
 				}
-				if maxOut < 2 {
-					t.Fatalf("the output never had more than %d documents: the test checks little", maxOut)
+				for name, n := range maxOut {
+					if n < 2 {
+						t.Fatalf("output %q never had more than %d documents: the test checks little", name, n)
+					}
 				}
 			})
 		}
