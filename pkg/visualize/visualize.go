@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,6 +25,10 @@ const (
 	View
 	// Stage is one pipeline stage of a controller.
 	Stage
+	// Stream is a named stream between the branches of a controller's
+	// pipeline in branch form: written by the branches whose @output names
+	// it, read by those whose @inputs name it.
+	Stream
 )
 
 // Node is a box of the graph.
@@ -44,7 +49,9 @@ type Edge struct {
 // Controller is the group of a controller's stages.
 type Controller struct {
 	ID, Name string
-	Stages   []string // node IDs in pipeline order
+	// Stages are node IDs in pipeline order (branch after branch in the
+	// branch form), then the controller's stream nodes.
+	Stages []string
 }
 
 // Operator is the group of an operator's views and controllers.
@@ -117,23 +124,52 @@ func Build(ops []*opv1a1.Operator) (*Graph, error) {
 		for ci, c := range op.Spec.Controllers {
 			cid := fmt.Sprintf("%s_c%d", gop.ID, ci)
 			gc := Controller{ID: cid, Name: c.Name}
-			stages, err := stagesOf(c.Pipeline.Raw)
+			branches, err := branchesOf(c.Pipeline.Raw)
 			if err != nil {
-				return nil, fmt.Errorf("operator %q: spec.controllers[%d].pipeline: %w", op.Name, ci, err)
+				return nil, fmt.Errorf("operator %q: spec.controllers[%d].pipeline%w", op.Name, ci, err)
 			}
-			if len(stages) == 0 {
-				stages = []stage{{name: "(identity)"}}
-			}
-			for si, s := range stages {
-				id := fmt.Sprintf("%s_s%d", cid, si)
-				label := []string{s.name}
-				if s.arg != "" {
-					label = append(label, s.arg)
+			targets := targetsOf(c)
+			// The first and last stage node of each branch.
+			firsts, lasts := make([]string, len(branches)), make([]string, len(branches))
+			for bi, b := range branches {
+				stages := b.stages
+				if len(stages) == 0 {
+					stages = []stage{{name: "(identity)"}}
 				}
-				g.Nodes[id] = &Node{ID: id, Kind: Stage, Label: label, Operator: op.Name, Controller: c.Name}
-				gc.Stages = append(gc.Stages, id)
-				if si > 0 {
-					g.Edges = append(g.Edges, Edge{From: gc.Stages[si-1], To: id})
+				for si, s := range stages {
+					id := fmt.Sprintf("%s_s%d", cid, len(gc.Stages))
+					if len(branches) > 1 || b.explicit {
+						id = fmt.Sprintf("%s_b%d_s%d", cid, bi, si)
+					}
+					label := []string{s.name}
+					if s.arg != "" {
+						label = append(label, s.arg)
+					}
+					g.Nodes[id] = &Node{ID: id, Kind: Stage, Label: label, Operator: op.Name, Controller: c.Name}
+					gc.Stages = append(gc.Stages, id)
+					if si > 0 {
+						g.Edges = append(g.Edges, Edge{From: gc.Stages[len(gc.Stages)-2], To: id})
+					} else {
+						firsts[bi] = id
+					}
+					lasts[bi] = id
+				}
+			}
+			// Streams: a name some branch reads that is no source kind.
+			sourceKinds := map[string]bool{}
+			for _, s := range c.Sources {
+				sourceKinds[s.Kind] = true
+			}
+			stream := map[string]string{} // name -> node ID
+			for _, b := range branches {
+				for _, in := range b.inputs {
+					if sourceKinds[in] || stream[in] != "" {
+						continue
+					}
+					id := fmt.Sprintf("%s_st_%s", cid, ident(in))
+					stream[in] = id
+					g.Nodes[id] = &Node{ID: id, Kind: Stream, Label: []string{in, "stream"}, Operator: op.Name, Controller: c.Name}
+					gc.Stages = append(gc.Stages, id)
 				}
 			}
 			for _, s := range c.Sources {
@@ -149,13 +185,43 @@ func Build(ops []*opv1a1.Operator) (*Graph, error) {
 				if s.LabelSelector != nil {
 					label = strings.TrimSpace(label + " selected")
 				}
-				g.Edges = append(g.Edges, Edge{From: kindNode(s.Resource, ns), To: gc.Stages[0], Label: label})
+				from := kindNode(s.Resource, ns)
+				for bi, b := range branches {
+					if b.inputs == nil || slices.Contains(b.inputs, s.Kind) {
+						g.Edges = append(g.Edges, Edge{From: from, To: firsts[bi], Label: label})
+					}
+				}
 			}
-			typ := c.Target.Type
-			if typ == "" {
-				typ = opv1a1.Updater
+			for bi, b := range branches {
+				for _, in := range b.inputs {
+					if id := stream[in]; id != "" && !sourceKinds[in] {
+						g.Edges = append(g.Edges, Edge{From: id, To: firsts[bi]})
+					}
+				}
 			}
-			g.Edges = append(g.Edges, Edge{From: gc.Stages[len(gc.Stages)-1], To: kindNode(c.Target.Resource, ""), Label: string(typ)})
+			// Outputs: to the stream of their name if a branch reads it,
+			// else to the target of their name; a stream that is also a
+			// target goes on to it.
+			for bi, b := range branches {
+				out := b.output
+				if out == "" && len(targets) > 0 {
+					out = targets[0].name
+				}
+				if id := stream[out]; id != "" {
+					g.Edges = append(g.Edges, Edge{From: lasts[bi], To: id})
+					continue
+				}
+				for _, t := range targets {
+					if t.name == out {
+						g.Edges = append(g.Edges, Edge{From: lasts[bi], To: kindNode(t.res, ""), Label: t.typ})
+					}
+				}
+			}
+			for _, t := range targets {
+				if id := stream[t.name]; id != "" {
+					g.Edges = append(g.Edges, Edge{From: id, To: kindNode(t.res, ""), Label: t.typ})
+				}
+			}
 			gop.Controllers = append(gop.Controllers, gc)
 		}
 		g.Operators = append(g.Operators, gop)
@@ -165,38 +231,105 @@ func Build(ops []*opv1a1.Operator) (*Graph, error) {
 
 type stage struct{ name, arg string }
 
-// stagesOf splits a raw pipeline into its stages with a one-line summary
-// of each argument.
-func stagesOf(raw []byte) ([]stage, error) {
+// branch is one branch of a pipeline: the whole pipeline unless it is in
+// branch form.
+type branch struct {
+	inputs   []string // @inputs; nil: all the sources
+	output   string   // @output; "": the (first) target
+	explicit bool     // written with @inputs or @output
+	stages   []stage  // without the directives
+}
+
+// target is a controller's target: its name (the kind), resource and type.
+type target struct {
+	name string
+	res  opv1a1.Resource
+	typ  string
+}
+
+// targetsOf returns the targets of a controller.
+func targetsOf(c opv1a1.Controller) []target {
+	typ := c.Target.Type
+	if typ == "" {
+		typ = opv1a1.Updater
+	}
+	return []target{{name: c.Target.Kind, res: c.Target.Resource, typ: string(typ)}}
+}
+
+// branchesOf splits a raw pipeline into its branches, each with its stages
+// and a one-line summary of each argument. A list of lists is the branch
+// form; anything else is one branch. The error's text starts with the
+// path below the pipeline ("[1][0]: ...") or with ": ".
+func branchesOf(raw []byte) ([]branch, error) {
 	if len(raw) == 0 {
-		return nil, nil
+		return []branch{{}}, nil
 	}
 	var spec any
 	if err := json.Unmarshal(raw, &spec); err != nil {
-		return nil, err
+		return nil, fmt.Errorf(": %w", err)
 	}
+	l, ok := spec.([]any)
+	if !ok || !slices.ContainsFunc(l, func(e any) bool { _, ok := e.([]any); return ok }) {
+		b, err := branchOf(spec)
+		if err != nil {
+			return nil, err
+		}
+		return []branch{b}, nil
+	}
+	out := make([]branch, 0, len(l))
+	for i, e := range l {
+		if _, ok := e.([]any); !ok {
+			return nil, fmt.Errorf("[%d]: a pipeline in branch form is a list of branches, each a list of stages", i)
+		}
+		b, err := branchOf(e)
+		if err != nil {
+			return nil, fmt.Errorf("[%d]%w", i, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// branchOf reads one branch: a stage or a list of stages, @inputs and
+// @output among them.
+func branchOf(spec any) (branch, error) {
+	var b branch
 	var list []any
 	switch s := spec.(type) {
 	case nil:
-		return nil, nil
+		return b, nil
 	case []any:
 		list = s
 	case map[string]any:
 		list = []any{s}
 	default:
-		return nil, fmt.Errorf("a pipeline must be a stage or a list of stages, got %T", spec)
+		return b, fmt.Errorf(": a pipeline must be a stage or a list of stages, got %T", spec)
 	}
-	out := make([]stage, 0, len(list))
 	for i, st := range list {
 		m, ok := st.(map[string]any)
 		if !ok || len(m) != 1 {
-			return nil, fmt.Errorf("[%d]: a pipeline stage must be a map with a single \"@stage\" key", i)
+			return b, fmt.Errorf("[%d]: a pipeline stage must be a map with a single \"@stage\" key", i)
 		}
 		for name, arg := range m {
-			out = append(out, stage{name: name, arg: summary(arg)})
+			switch name {
+			case "@inputs":
+				b.explicit = true
+				b.inputs = []string{}
+				l, _ := arg.([]any)
+				for _, e := range l {
+					if s, ok := e.(string); ok {
+						b.inputs = append(b.inputs, s)
+					}
+				}
+			case "@output":
+				b.explicit = true
+				b.output, _ = arg.(string)
+			default:
+				b.stages = append(b.stages, stage{name: name, arg: summary(arg)})
+			}
 		}
 	}
-	return out, nil
+	return b, nil
 }
 
 // summary renders an argument on one line in a JSON-like flow style
@@ -267,7 +400,8 @@ func ident(s string) string {
 
 // Mermaid writes the graph as a Mermaid flowchart (left to right):
 // operators and controllers are subgraphs, native resources are rounded
-// boxes, views are cylinders and stages rectangles.
+// boxes, views are cylinders, stages rectangles and the streams between
+// branches parallelograms.
 func (g *Graph) Mermaid(w io.Writer) error {
 	var b bytes.Buffer
 	b.WriteString("flowchart LR\n")
@@ -279,6 +413,8 @@ func (g *Graph) Mermaid(w io.Writer) error {
 			fmt.Fprintf(&b, "%s%s([\"%s\"])\n", indent, id, label)
 		case View:
 			fmt.Fprintf(&b, "%s%s[(\"%s\")]\n", indent, id, label)
+		case Stream:
+			fmt.Fprintf(&b, "%s%s[/\"%s\"/]\n", indent, id, label)
 		default:
 			fmt.Fprintf(&b, "%s%s[\"%s\"]\n", indent, id, label)
 		}
@@ -310,10 +446,13 @@ func (g *Graph) Mermaid(w io.Writer) error {
 	b.WriteString("  classDef resource fill:#e8f1fb,stroke:#3b73b9\n")
 	b.WriteString("  classDef view fill:#fdf3e1,stroke:#c98a1b\n")
 	b.WriteString("  classDef stage fill:#ffffff,stroke:#555555\n")
+	if len(g.ids(Stream)) > 0 {
+		b.WriteString("  classDef stream fill:#eef7ee,stroke:#3c8a3c\n")
+	}
 	for _, kind := range []struct {
 		k     NodeKind
 		class string
-	}{{Resource, "resource"}, {View, "view"}, {Stage, "stage"}} {
+	}{{Resource, "resource"}, {View, "view"}, {Stage, "stage"}, {Stream, "stream"}} {
 		if ids := g.ids(kind.k); len(ids) > 0 {
 			fmt.Fprintf(&b, "  class %s %s\n", strings.Join(ids, ","), kind.class)
 		}
@@ -359,6 +498,8 @@ func (g *Graph) Dot(w io.Writer) error {
 			fmt.Fprintf(&b, "%s%s [label=\"%s\", shape=box, style=\"rounded,filled\", fillcolor=\"#e8f1fb\", color=\"#3b73b9\"];\n", indent, id, label)
 		case View:
 			fmt.Fprintf(&b, "%s%s [label=\"%s\", shape=cylinder, style=filled, fillcolor=\"#fdf3e1\", color=\"#c98a1b\"];\n", indent, id, label)
+		case Stream:
+			fmt.Fprintf(&b, "%s%s [label=\"%s\", shape=parallelogram, style=filled, fillcolor=\"#eef7ee\", color=\"#3c8a3c\"];\n", indent, id, label)
 		default:
 			fmt.Fprintf(&b, "%s%s [label=\"%s\", shape=box, color=\"#555555\"];\n", indent, id, label)
 		}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,7 +153,7 @@ spec:
 		t.Fatal(err)
 	}
 	_, err = Build(ops)
-	if err == nil || !strings.Contains(err.Error(), `operator "bad": spec.controllers[1].pipeline: [0]: a pipeline stage must be a map with a single "@stage" key`) {
+	if err == nil || !strings.Contains(err.Error(), `operator "bad": spec.controllers[1].pipeline[0]: a pipeline stage must be a map with a single "@stage" key`) {
 		t.Fatalf("error: %v", err)
 	}
 }
@@ -187,5 +188,38 @@ func TestSVG(t *testing.T) {
 	DotCommand = filepath.Join(dir, "no-such-dot")
 	if _, err := g.SVG(context.Background()); !errors.Is(err, ErrNoGraphviz) || !strings.Contains(err.Error(), "apt-get install graphviz") {
 		t.Errorf("without dot: %v", err)
+	}
+}
+
+// TestBranches draws a pipeline in branch form: each branch a chain from
+// its inputs to its output, the stream that two branches write one node
+// read by the third, the last branch's output to the target.
+func TestBranches(t *testing.T) {
+	g := build(t, "testdata/branches-operator.yaml")
+	var m, d bytes.Buffer
+	if err := g.Mermaid(&m); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Dot(&d); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "branches.mmd", m.Bytes())
+	golden(t, "branches.dot", d.Bytes())
+	want := []Edge{
+		{From: "op0_c0_b0_s0", To: "op0_c0_st_running"},
+		{From: "op0_c0_b1_s0", To: "op0_c0_st_running"},
+		{From: "op0_c0_st_running", To: "op0_c0_b2_s0"},
+		{From: "res_core_Pod", To: "op0_c0_b0_s0"},
+		{From: "res_core_Pod", To: "op0_c0_b1_s0"},
+		{From: "res_core_Service", To: "op0_c0_b2_s0"},
+		{From: "op0_c0_b2_s1", To: "view_branches_ServicePods", Label: "Updater"},
+	}
+	for _, e := range want {
+		if !slices.Contains(g.Edges, e) {
+			t.Errorf("no edge %+v in %+v", e, g.Edges)
+		}
+	}
+	if len(g.Edges) != len(want)+1 { // and b2_s0 -> b2_s1
+		t.Errorf("%d edges, want %d: %+v", len(g.Edges), len(want)+1, g.Edges)
 	}
 }
