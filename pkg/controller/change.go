@@ -227,11 +227,11 @@ func (c *Controller) deltasOf(changes []Change) (deltas map[string]*dbsp.ZSet, u
 // runPipeline runs one incremental pipeline step and returns its output
 // deltas by target name; errors other than a *pipeline.LimitError are
 // recorded. A run cancelled by ctx sets c.cancelled and returns its error,
-// unrecorded, and no output. A plain pipeline has one output, the delta of
-// the controller's only target.
+// unrecorded, and no output. The pipeline's outputs are the targets' names
+// (a plain pipeline has one, the controller's only target).
 func (c *Controller) runPipeline(ctx context.Context, deltas map[string]*dbsp.ZSet) (map[string]*dbsp.ZSet, error) {
 	start := time.Now()
-	out, perr := c.pipe.ProcessContext(ctx, deltas)
+	outs, perr := c.pipe.ProcessOutputs(ctx, deltas)
 	if cerr := ctx.Err(); cerr != nil && errors.Is(perr, cerr) {
 		c.cancelled = fmt.Errorf("controller %s stopped: its pipeline run was cancelled: %w", c.name, cerr)
 		c.opts.Logger.Info("pipeline run cancelled", "error", perr.Error())
@@ -242,11 +242,15 @@ func (c *Controller) runPipeline(ctx context.Context, deltas map[string]*dbsp.ZS
 	if perr != nil && !errors.As(perr, &le) {
 		c.recordError("pipeline", perr)
 	}
-	if out == nil {
+	if outs == nil {
 		return nil, perr
 	}
-	DeltasOut.WithLabelValues(c.opts.Operator, c.name).Add(float64(out.Len()))
-	return map[string]*dbsp.ZSet{c.targets[0].Name: out}, perr
+	n := 0
+	for _, out := range outs {
+		n += out.Len()
+	}
+	DeltasOut.WithLabelValues(c.opts.Operator, c.name).Add(float64(n))
+	return outs, perr
 }
 
 // writeOutputs hands each output delta to the target of its name, in the

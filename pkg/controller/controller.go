@@ -265,6 +265,9 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 	}
 	popts := pipeline.Options{Path: path + ".pipeline", MaxDeltaEntries: limitOf(opts.MaxDeltaEntries, DefaultMaxDeltaEntries),
 		EvalLimits: opts.EvalLimits, Dialect: DialectOf(spec)}
+	for _, t := range c.targets {
+		popts.Outputs = append(popts.Outputs, t.Name)
+	}
 	if opts.Trace != nil {
 		name := spec.Name
 		popts.Trace = func(stage string, delta *dbsp.ZSet) { opts.Trace(name, stage, delta) }
