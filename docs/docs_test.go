@@ -416,7 +416,8 @@ func TestLinks(t *testing.T) {
 	}
 }
 
-// stageNames returns the stages of a pipeline spec.
+// stageNames returns the stages of a pipeline spec, in every branch of
+// the branch form.
 func stageNames(p any) map[string]bool {
 	out := map[string]bool{}
 	stages, ok := p.([]any)
@@ -424,8 +425,13 @@ func stageNames(p any) map[string]bool {
 		stages = []any{p}
 	}
 	for _, st := range stages {
-		if m, ok := st.(map[string]any); ok {
-			for k := range m {
+		switch st := st.(type) {
+		case map[string]any:
+			for k := range st {
+				out[k] = true
+			}
+		case []any: // a branch
+			for k := range stageNames(st) {
 				out[k] = true
 			}
 		}
