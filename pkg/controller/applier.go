@@ -21,9 +21,10 @@ func (t *Target) apply(ctx context.Context, key object.Key, desired map[string]a
 	obj.SetGroupVersionKind(t.GVK)
 	obj.SetNamespace(key.Namespace)
 	obj.SetName(key.Name)
+	var existing *unstructured.Unstructured
 	if desired != nil {
-		existing, err := t.get(ctx, key)
-		if err != nil {
+		var err error
+		if existing, err = t.get(ctx, key); err != nil {
 			return false, err
 		}
 		if existing != nil && object.Contains(existing.Object, obj.Object) && (prev == nil || !droppedFields(prev, obj.Object)) {
@@ -32,7 +33,8 @@ func (t *Target) apply(ctx context.Context, key object.Key, desired map[string]a
 		}
 	}
 	// Applying only the identity releases every field this manager owned.
-	if err := t.call(ctx, "apply", func() error { return t.client.Apply(ctx, obj, FieldManager(t.c.opts.Operator)) }); err != nil {
+	wrote, err := t.applyParts(ctx, existing, obj, prev, desired == nil)
+	if err != nil {
 		if desired == nil && apierrors.IsNotFound(err) {
 			t.delWritten(key)
 			return false, nil
@@ -44,7 +46,7 @@ func (t *Target) apply(ctx context.Context, key object.Key, desired map[string]a
 	} else {
 		t.setWritten(key, obj.Object)
 	}
-	return true, nil
+	return wrote, nil
 }
 
 // FieldManager is the server-side apply field manager of an operator's

@@ -157,6 +157,18 @@ func (f *fakeWriter) Apply(context.Context, *unstructured.Unstructured, string) 
 	return fmt.Errorf("the benchmark writer does not apply")
 }
 
+func (f *fakeWriter) UpdateStatus(context.Context, *unstructured.Unstructured) error {
+	return fmt.Errorf("the benchmark writer has no status subresource")
+}
+
+func (f *fakeWriter) PatchStatus(context.Context, schema.GroupVersionKind, object.Key, []byte) error {
+	return fmt.Errorf("the benchmark writer has no status subresource")
+}
+
+func (f *fakeWriter) ApplyStatus(context.Context, *unstructured.Unstructured, string) error {
+	return fmt.Errorf("the benchmark writer has no status subresource")
+}
+
 func (f *fakeWriter) Delete(_ context.Context, _ schema.GroupVersionKind, key object.Key) error {
 	f.writes++
 	delete(f.objs, key)

@@ -32,6 +32,24 @@ type Client interface {
 	Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error
 	// Delete deletes one object; NotFound if it does not exist.
 	Delete(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) error
+
+	// The status subresource (PUT, PATCH and apply of <resource>/status):
+	// the API server writes only the status of what it is sent there, and
+	// ignores the status sent to the main endpoint. A controller calls
+	// these only for a target kind that has the subresource
+	// (Options.HasStatus).
+
+	// UpdateStatus replaces the status of obj (PUT .../status); a set
+	// resourceVersion must be the current one (Conflict otherwise). obj is
+	// set to the server's answer.
+	UpdateStatus(ctx context.Context, obj *unstructured.Unstructured) error
+	// PatchStatus applies a JSON merge patch (RFC 7386) to the status
+	// subresource; the patch's fields outside status are ignored by the
+	// server. NotFound if the object does not exist.
+	PatchStatus(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error
+	// ApplyStatus writes obj's status with server-side apply through the
+	// status subresource as fieldManager, forcing ownership.
+	ApplyStatus(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error
 }
 
 // StoreClient adapts a view.Store to Client. Written objects are checked
@@ -52,6 +70,53 @@ func asServer(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	out := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
 	object.FoldSecretStringData(out.Object)
 	return out
+}
+
+// UpdateStatus replaces the status of the stored object with obj's. A view
+// store has no status subresource: a controller writes a view's status
+// with the object, and calls this only when told a kind has one.
+func (c StoreClient) UpdateStatus(ctx context.Context, obj *unstructured.Unstructured) error {
+	key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	existing, err := c.Store.Get(obj.GroupVersionKind(), key)
+	if err != nil {
+		return err
+	}
+	out := &unstructured.Unstructured{Object: maps.Clone(existing.Object)}
+	if st, ok := obj.Object["status"]; ok {
+		out.Object["status"] = st
+	} else {
+		delete(out.Object, "status")
+	}
+	if rv := obj.GetResourceVersion(); rv != "" {
+		out.SetResourceVersion(rv)
+	}
+	if err := c.Update(ctx, out); err != nil {
+		return err
+	}
+	obj.Object = out.Object
+	return nil
+}
+
+// PatchStatus applies the status part of a merge patch (see UpdateStatus).
+func (c StoreClient) PatchStatus(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
+	patch, err := object.FromJSON(mergePatch)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(map[string]any{"status": patch["status"]})
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, gvk, key, b)
+}
+
+// ApplyStatus applies obj's status as Apply does (see UpdateStatus).
+func (c StoreClient) ApplyStatus(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
+	out := &unstructured.Unstructured{Object: map[string]any{"status": obj.Object["status"]}}
+	out.SetGroupVersionKind(obj.GroupVersionKind())
+	out.SetNamespace(obj.GetNamespace())
+	out.SetName(obj.GetName())
+	return c.Apply(ctx, out, fieldManager)
 }
 
 // NoServerSideApply marks a client without server-side apply.

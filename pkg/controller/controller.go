@@ -40,6 +40,15 @@ type Options struct {
 	// ResolveVersion returns the preferred version of a group/kind, for
 	// sources and targets that omit it. Required when one does.
 	ResolveVersion func(group, kind string) (string, error)
+	// HasStatus reports whether a target kind (resolved, not a view) has
+	// the status subresource, as the API server's discovery says (a
+	// "<resource>/status" entry in its API resource list: every CRD with
+	// subresources.status and the native kinds with a status). When it
+	// does, the status of an output goes to .../status (see
+	// Target.Status). When nil, no kind has one: the status is written
+	// with the object, as an offline store keeps it. An error fails New
+	// (wrapped with the target's path).
+	HasStatus func(gvk schema.GroupVersionKind) (bool, error)
 	// Trace, when set, receives each pipeline stage's output delta.
 	Trace func(controller, stage string, delta *dbsp.ZSet)
 	// Logger receives structured logs.

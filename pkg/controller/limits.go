@@ -94,6 +94,27 @@ func (s sizeLimited) Patch(ctx context.Context, gvk schema.GroupVersionKind, key
 	return s.Client.Patch(ctx, gvk, key, mergePatch)
 }
 
+func (s sizeLimited) UpdateStatus(ctx context.Context, obj *unstructured.Unstructured) error {
+	if err := s.check(obj); err != nil {
+		return err
+	}
+	return s.Client.UpdateStatus(ctx, obj)
+}
+
+func (s sizeLimited) ApplyStatus(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
+	if err := s.check(obj); err != nil {
+		return err
+	}
+	return s.Client.ApplyStatus(ctx, obj, fieldManager)
+}
+
+func (s sizeLimited) PatchStatus(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
+	if err := s.checkLen(gvk.Kind+" status patch", len(mergePatch)); err != nil {
+		return err
+	}
+	return s.Client.PatchStatus(ctx, gvk, key, mergePatch)
+}
+
 // jsonSizeBound returns an upper bound of the length of v's JSON encoding
 // (each string byte counted as the 6 of a \u escape, numbers at their
 // longest), computed without encoding. ok is false for a value of another

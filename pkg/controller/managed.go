@@ -14,13 +14,17 @@ import (
 
 // ManagedMetadataAnnotation records what an Updater target's output set on
 // the object, as JSON: {"labels":["tier"],"annotations":["note"],
-// "output":"<digest>"} (keys sorted, empty lists omitted). The next write
+// "output":"<digest>"} (keys sorted, empty lists omitted; "status":true
+// before "output" when the output sets a status that goes through the
+// status subresource). The next write
 // removes the keys listed here that the output no longer sets and keeps
 // every other label and annotation, so that a key the output dropped goes
 // away even after a manager restart. "output" is a digest of the output
 // written last (native targets only): an object whose recorded digest
 // differs from the current output's is replaced, so a field the output
-// dropped while the manager was down goes too. On a view target the
+// dropped while the manager was down goes too (the status of a kind with
+// the status subresource is left out of the digest: it is compared on its
+// own, see status.go). On a view target the
 // annotation is absent when the output sets no labels or annotations (views
 // have no server defaults: their content is compared as a whole). The owner
 // annotation and this annotation itself are never listed.
@@ -30,11 +34,15 @@ const ManagedMetadataAnnotation = "dcontroller.io/managed-metadata"
 type managedKeys struct {
 	Labels      []string `json:"labels,omitempty"`
 	Annotations []string `json:"annotations,omitempty"`
-	Output      string   `json:"output,omitempty"`
+	// Status: the output sets a status, written through the status
+	// subresource (see status.go); after a restart, an output that no
+	// longer sets one clears it.
+	Status bool   `json:"status,omitempty"`
+	Output string `json:"output,omitempty"`
 }
 
 func (m managedKeys) empty() bool {
-	return len(m.Labels) == 0 && len(m.Annotations) == 0 && m.Output == ""
+	return len(m.Labels) == 0 && len(m.Annotations) == 0 && !m.Status && m.Output == ""
 }
 
 // withoutMetadata returns doc without its metadata.
@@ -53,7 +61,7 @@ func withoutMetadata(doc map[string]any) map[string]any {
 // '>' and '&', as label and annotation keys are) are written directly,
 // anything else goes through json.Marshal.
 func (m managedKeys) encode() string {
-	n := len(`{"labels":[],"annotations":[],"output":""}`) + len(m.Output)
+	n := len(`{"labels":[],"annotations":[],"status":true,"output":""}`) + len(m.Output)
 	for _, k := range m.Labels {
 		n += len(k) + 3
 	}
@@ -86,6 +94,12 @@ func (m managedKeys) encode() string {
 	}
 	list("labels", m.Labels)
 	list("annotations", m.Annotations)
+	if m.Status {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, `"status":true`...)
+	}
 	if m.Output != "" {
 		if len(b) > 1 {
 			b = append(b, ',')

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -86,22 +85,15 @@ func (t *Target) patch(ctx context.Context, key object.Key, desired map[string]a
 			t.setPatched(key, owned, record)
 		}
 	}
-	if !object.MergePatchChanges(existing.Object, full) {
-		done()
-		return false, nil
-	}
-	b, err := json.Marshal(full)
+	wrote, err := t.sendPatch(ctx, key, existing.Object, full)
 	if err != nil {
-		return false, err
-	}
-	if err := t.call(ctx, "patch", func() error { return t.client.Patch(ctx, t.GVK, key, b) }); err != nil {
 		// What was owned stays recorded (in memory, and on the object
 		// unless the patch went through after all): the retry removes it.
 		t.setPatched(key, prev, prevState.record)
 		return false, err
 	}
 	done()
-	return true, nil
+	return wrote, nil
 }
 
 // setPatched records, for key, the leaves a patch owns (owned, see

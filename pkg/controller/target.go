@@ -32,6 +32,11 @@ type Target struct {
 	Name string
 	GVK  schema.GroupVersionKind
 	Type opv1a1.TargetType
+	// Status: the kind has the status subresource (Options.HasStatus), so
+	// the API server ignores status on the main endpoint and the target
+	// writes an output's status through .../status (status.go). Never set
+	// for a view.
+	Status bool
 	// Path is the spec path of the target, e.g. spec.controllers[0].target
 	// or spec.controllers[0].targets[1].
 	Path string
@@ -79,6 +84,12 @@ func newTarget(c *Controller, name string, gvk schema.GroupVersionKind, typ opv1
 	case opv1a1.Updater, opv1a1.Applier:
 	default:
 		return nil, fmt.Errorf("%s.type: unknown target type %q (want Updater, Patcher or Applier)", path, typ)
+	}
+	if !t.IsView() && c.opts.HasStatus != nil {
+		var err error
+		if t.Status, err = c.opts.HasStatus(gvk); err != nil {
+			return nil, fmt.Errorf("%s: status subresource: %w", path, err)
+		}
 	}
 	if max := limitOf(c.opts.MaxObjectBytes, DefaultMaxObjectBytes); max > 0 && !t.IsView() && t.client != nil {
 		t.client = limitSize(t.client, max)

@@ -75,7 +75,7 @@ func TestUpdaterRemovesDroppedMetadata(t *testing.T) {
 		t.Fatalf("labels %v", l)
 	}
 	if got := parseManagedKeys(cm.GetAnnotations()); !reflect.DeepEqual(got.Labels, []string{"team", "tier"}) || !reflect.DeepEqual(got.Annotations, []string{"note"}) || got.Output == "" {
-		t.Fatalf("managed-metadata annotation %q", got)
+		t.Fatalf("managed-metadata annotation %+v", got)
 	}
 	// Someone else labels and annotates the target.
 	cm.SetLabels(map[string]string{"tier": "gold", "team": "a", "extra": "kept"})

@@ -47,13 +47,15 @@ func (t *Target) update(ctx context.Context, key object.Key, desired map[string]
 	}
 	ann = maps.Clone(ann)
 	managed := outputKeys(outLabels, ann)
+	_, managed.Status = statusOf(obj.Object)
+	managed.Status = managed.Status && t.Status
 	var digest uint64
 	if !t.IsView() {
 		// A digest of the output: when the output changed since the
 		// recorded write, the record differs and the object is replaced,
 		// so fields the output dropped go even after a restart (the API
 		// server's defaults make "contains the output" no proof).
-		digest = outputDigest(obj.Object)
+		digest = outputDigest(t.mainPart(obj.Object))
 		managed.Output = digestHex(digest)
 	}
 	if ann == nil {
@@ -94,8 +96,7 @@ func (t *Target) update(ctx context.Context, key object.Key, desired map[string]
 		if err := t.call(ctx, "create", func() error { return t.client.Create(ctx, obj) }); err != nil {
 			return false, err
 		}
-		t.setWrittenUpdate(key, obj.Object, desired, record, digest)
-		return true, nil
+		return t.finishUpdate(ctx, key, obj.Object, obj.Object, desired, record, digest, true, priorStatus{})
 	}
 	// Labels and annotations are merged with what is there; the output wins,
 	// and the keys this controller set before and the output no longer sets
@@ -107,8 +108,15 @@ func (t *Target) update(ctx context.Context, key object.Key, desired map[string]
 	if known {
 		prevRecord, prevKeys = t.writtenRecord(prev, record, managed)
 	}
+	var prior priorStatus
+	if known {
+		prior.status, prior.had = statusOf(prev.doc)
+		prior.known, prior.wrote = true, prior.had
+	}
 	if rec, ok := existingAnns[ManagedMetadataAnnotation].(string); ours && ok && (!known || rec != prevRecord) {
-		prevKeys = prevKeys.union(parseManagedRecord(rec))
+		recorded := parseManagedRecord(rec)
+		prevKeys = prevKeys.union(recorded)
+		prior.wrote = prior.wrote || recorded.Status
 	}
 	labels, droppedLabels := mergeManaged(metadataStrings(existing.Object, "labels"), outLabels, prevKeys.Labels)
 	anns, droppedAnns := mergeManaged(existingAnns, ann, append(slices.Clip(prevKeys.Annotations), ManagedMetadataAnnotation))
@@ -121,18 +129,16 @@ func (t *Target) update(ctx context.Context, key object.Key, desired map[string]
 	// output that changed since the last write changed its digest.
 	if len(droppedLabels) == 0 && len(droppedAnns) == 0 &&
 		(record == "" || existingAnns[ManagedMetadataAnnotation] == record) &&
-		object.Contains(existing.Object, obj.Object) &&
-		(!known || !droppedOutsideMetadataMaps(prev.doc, obj.Object)) &&
+		object.Contains(existing.Object, t.mainPart(obj.Object)) &&
+		(!known || !droppedOutsideMetadataMaps(t.mainPart(prev.doc), t.mainPart(obj.Object))) &&
 		(known || !t.IsView() || object.Equal(withoutMetadata(existing.Object), withoutMetadata(obj.Object))) {
-		t.setWrittenUpdate(key, obj.Object, desired, record, digest)
-		return false, nil
+		return t.finishUpdate(ctx, key, existing.Object, obj.Object, desired, record, digest, false, prior)
 	}
 	obj.SetResourceVersion(existing.GetResourceVersion())
 	if err := t.call(ctx, "update", func() error { return t.client.Update(ctx, obj) }); err != nil {
 		return false, err
 	}
-	t.setWrittenUpdate(key, obj.Object, desired, record, digest)
-	return true, nil
+	return t.finishUpdate(ctx, key, obj.Object, obj.Object, desired, record, digest, true, prior)
 }
 
 // droppedFields reports whether next no longer sets a path prev set (a

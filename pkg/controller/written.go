@@ -100,7 +100,9 @@ func (t *Target) writtenRecord(w writtenState, record string, cur managedKeys) (
 	meta, _ := w.doc["metadata"].(map[string]any)
 	labels, _ := meta["labels"].(map[string]any)
 	anns, _ := meta["annotations"].(map[string]any)
-	if sameKeys(labels, cur.Labels, false) && sameKeys(anns, cur.Annotations, true) {
+	_, hadStatus := statusOf(w.doc)
+	hadStatus = hadStatus && t.Status
+	if hadStatus == cur.Status && sameKeys(labels, cur.Labels, false) && sameKeys(anns, cur.Annotations, true) {
 		keys := managedKeys{Labels: cur.Labels, Annotations: cur.Annotations}
 		if t.IsView() {
 			return record, keys
@@ -110,6 +112,7 @@ func (t *Target) writtenRecord(w writtenState, record string, cur managedKeys) (
 		}
 	}
 	m := outputKeys(labels, anns)
+	m.Status = hadStatus
 	if !t.IsView() {
 		m.Output = digestHex(w.digest)
 	}

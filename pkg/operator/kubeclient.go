@@ -71,6 +71,24 @@ func (k kubeClient) Apply(ctx context.Context, obj *unstructured.Unstructured, f
 	return k.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership)
 }
 
+func (k kubeClient) UpdateStatus(ctx context.Context, obj *unstructured.Unstructured) error {
+	return k.c.Status().Update(ctx, obj)
+}
+
+// PatchStatus sends a merge patch to the status subresource; the answer
+// is asked for as metadata only, as Patch does.
+func (k kubeClient) PatchStatus(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	m.SetNamespace(key.Namespace)
+	m.SetName(key.Name)
+	return k.c.Status().Patch(ctx, m, client.RawPatch(types.MergePatchType, mergePatch))
+}
+
+func (k kubeClient) ApplyStatus(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
+	return k.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership)
+}
+
 func (k kubeClient) Delete(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) error {
 	u := newObj(gvk)
 	u.SetNamespace(key.Namespace)
@@ -132,6 +150,18 @@ func (r routerClient) Patch(ctx context.Context, gvk schema.GroupVersionKind, ke
 
 func (r routerClient) Apply(ctx context.Context, obj *unstructured.Unstructured, fm string) error {
 	return r.pick(obj.GroupVersionKind()).Apply(ctx, obj, fm)
+}
+
+func (r routerClient) UpdateStatus(ctx context.Context, obj *unstructured.Unstructured) error {
+	return r.pick(obj.GroupVersionKind()).UpdateStatus(ctx, obj)
+}
+
+func (r routerClient) PatchStatus(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, p []byte) error {
+	return r.pick(gvk).PatchStatus(ctx, gvk, key, p)
+}
+
+func (r routerClient) ApplyStatus(ctx context.Context, obj *unstructured.Unstructured, fm string) error {
+	return r.pick(obj.GroupVersionKind()).ApplyStatus(ctx, obj, fm)
 }
 
 func (r routerClient) Delete(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) error {

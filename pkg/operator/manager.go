@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -148,9 +149,14 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the dynamic client: %w", err)
 	}
+	disc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, mgr.GetHTTPClient())
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the discovery client: %w", err)
+	}
 	watches.dyn, watches.mapper = dyn, mgr.GetRESTMapper()
 	rt := NewRuntime(RuntimeOptions{
 		Dynamic:         dyn,
+		Discovery:       disc,
 		Cache:           mgr.GetCache(),
 		Client:          mgr.GetClient(),
 		RESTMapper:      mgr.GetRESTMapper(),

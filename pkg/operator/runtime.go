@@ -72,6 +72,10 @@ type RuntimeOptions struct {
 	Client client.Client
 	// RESTMapper discovers the version of sources and targets that omit it.
 	RESTMapper meta.RESTMapper
+	// Discovery says which target kinds have the status subresource (with
+	// RESTMapper); when nil, none has (the status is written with the
+	// object).
+	Discovery StatusDiscovery
 	// Views holds the views of all operators (and, standalone, every object).
 	// A new store is made when nil.
 	Views *view.Store
@@ -833,6 +837,7 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 	c, err := controller.New(spec, controller.Options{
 		Operator: opName, Index: i, Client: client,
 		ResolveVersion:  r.resolveVersion,
+		HasStatus:       r.hasStatus,
 		Logger:          log,
 		Concurrency:     WriteConcurrency,
 		OwnerLive:       r.ownerLive,
