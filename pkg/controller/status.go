@@ -39,10 +39,12 @@ import (
 // Views have no subresource (their status is written with the object), and
 // so has no kind when Options.HasStatus is nil (offline evaluation).
 
-// statusOf returns the top-level status of doc and whether it has one.
+// statusOf returns the top-level status of doc and whether it has one: a
+// null status is none (an output whose status expression finds nothing
+// sets no status).
 func statusOf(doc map[string]any) (any, bool) {
 	v, ok := doc["status"]
-	return v, ok
+	return v, ok && v != nil
 }
 
 // withoutStatus returns doc without its top-level status: doc itself when

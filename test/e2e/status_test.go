@@ -85,7 +85,9 @@ func stableResourceVersion(t *testing.T, ns, resource, name string, d time.Durat
 // endpoint drops it): the status appears with the object, follows the
 // output, loses the fields the output drops (while the manager runs and
 // while it is down), is restored after someone else changes a field the
-// output sets, and is not written again while it holds the output.
+// output sets, is cleared when the output stops setting one (while the
+// manager runs and while it is down), and is not written again while it
+// holds the output.
 func TestStatusUpdaterSubresource(t *testing.T) {
 	installCRD(t, "StatusWidget", "statuswidgets", "Namespaced")
 	stop := startManager(t)
@@ -113,8 +115,22 @@ func TestStatusUpdaterSubresource(t *testing.T) {
 	// While the manager is down, the output drops a status field.
 	stop()
 	mustKubectl(t, "", "-n", ns, "patch", "configmap", "w", "--type=merge", "-p", `{"data":{"extra":null}}`)
-	startManager(t)
+	stop = startManager(t)
 	eventually(t, 30*time.Second, wantStatus(t, ns, res, "w", map[string]string{"size": "3", "phase": "Degraded"}))
+
+	// The output stops setting a status (the ConfigMap has no data: the
+	// status is null): it is cleared, while the manager runs and while it
+	// is down.
+	noData := `[{"op":"remove","path":"/data"}]`
+	mustKubectl(t, "", "-n", ns, "patch", "configmap", "w", "--type=json", "-p", noData)
+	eventually(t, 20*time.Second, wantStatus(t, ns, res, "w", map[string]string{}))
+	stableResourceVersion(t, ns, res, "w", 2500*time.Millisecond)
+	mustKubectl(t, "", "-n", ns, "patch", "configmap", "w", "--type=merge", "-p", `{"data":{"phase":"Back"}}`)
+	eventually(t, 20*time.Second, wantStatus(t, ns, res, "w", map[string]string{"phase": "Back"}))
+	stop()
+	mustKubectl(t, "", "-n", ns, "patch", "configmap", "w", "--type=json", "-p", noData)
+	startManager(t)
+	eventually(t, 30*time.Second, wantStatus(t, ns, res, "w", map[string]string{}))
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "status-updater")
 }
 
