@@ -143,9 +143,15 @@ func TestPatcherSendsStatusToSubresource(t *testing.T) {
 			t.Fatal(err)
 		}
 		log := &callLog{StoreClient: StoreClient{Store: store}}
-		c := &Controller{opts: Options{Operator: "op", Client: log}, name: "c",
-			target: Target{GVK: gvk, Type: opv1a1.Patcher, Status: sub}, patchRecord: PatchRecordAnnotation("op", "c"),
-			targets: map[object.Key]targetState{}}
+		hasStatus := func(schema.GroupVersionKind) (bool, error) { return sub, nil }
+		ctrl := &Controller{opts: Options{Operator: "op", Client: log, HasStatus: hasStatus}, name: "c", owner: "op/c"}
+		c, err := newTarget(ctrl, "Widget", gvk, opv1a1.Patcher, "spec.controllers[0].target")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Status != sub {
+			t.Fatalf("Status %v, want %v (Options.HasStatus)", c.Status, sub)
+		}
 		out := func(st map[string]any) map[string]any {
 			return map[string]any{"metadata": map[string]any{"name": "w", "namespace": "ns"}, "spec": map[string]any{"y": "2"}, "status": st}
 		}
