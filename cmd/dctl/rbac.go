@@ -114,11 +114,11 @@ func runRBAC(o *rbacOptions, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	mapper, err := o.restMapper(stderr)
+	mapper, disc, err := o.restMapper(stderr)
 	if err != nil {
 		return err
 	}
-	rules, err := rbac.ComputeInput(in, rbac.Options{Mapper: mapper})
+	rules, err := rbac.ComputeInput(in, rbac.Options{Mapper: mapper, Discovery: disc})
 	if err != nil {
 		return err
 	}
@@ -208,12 +208,13 @@ func readControllers(path string, in *rbac.Input) error {
 	return nil
 }
 
-// restMapper returns a discovery-backed RESTMapper, or nil to name resources
-// offline. An explicit --kubeconfig must work; the default kubeconfig is
-// used only when it reaches a cluster.
-func (o *rbacOptions) restMapper(stderr io.Writer) (meta.RESTMapper, error) {
+// restMapper returns a discovery-backed RESTMapper and the (cached)
+// discovery client behind it, or nils to name resources offline. An
+// explicit --kubeconfig must work; the default kubeconfig is used only
+// when it reaches a cluster.
+func (o *rbacOptions) restMapper(stderr io.Writer) (meta.RESTMapper, discovery.DiscoveryInterface, error) {
 	if o.offline {
-		return nil, nil
+		return nil, nil, nil
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.kubeconfig != "" {
@@ -225,13 +226,14 @@ func (o *rbacOptions) restMapper(stderr io.Writer) (meta.RESTMapper, error) {
 		var dc *discovery.DiscoveryClient
 		if dc, err = discovery.NewDiscoveryClientForConfig(cfg); err == nil {
 			if _, err = dc.ServerVersion(); err == nil {
-				return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), nil
+				mc := memory.NewMemCacheClient(dc)
+				return restmapper.NewDeferredDiscoveryRESTMapper(mc), mc, nil
 			}
 		}
 	}
 	if o.kubeconfig != "" {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
+		return nil, nil, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
 	}
 	fmt.Fprintf(stderr, "note: no reachable cluster (%v); resource names follow the lowercase-plural rule (pass --kubeconfig to use API discovery, --offline to silence this)\n", err)
-	return nil, nil
+	return nil, nil, nil
 }

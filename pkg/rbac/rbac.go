@@ -9,6 +9,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
@@ -42,6 +43,15 @@ type Options struct {
 	// from namespaced ones. When nil, resources are guessed with the
 	// lowercase-plural convention and every kind is taken as namespaced.
 	Mapper meta.RESTMapper
+	// Discovery, when set, lists the resources of each group version (as
+	// the API server's discovery does, "<resource>/status" for a kind
+	// with the status subresource): a target whose kind has no status
+	// subresource gets no <resource>/status rule. When nil, or when the
+	// group version cannot be listed, the rule is granted whenever the
+	// pipeline output sets status (WritesStatus).
+	Discovery interface {
+		ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
+	}
 }
 
 // Need is what one source or target of one controller needs.
@@ -207,13 +217,31 @@ func (c *computation) operator(op *opv1a1.Operator) error {
 		if err != nil {
 			return fmt.Errorf("operator %q: %s.pipeline: %w", op.Name, path, err)
 		}
-		if status {
+		if status && c.hasStatusSubresource(res) {
 			c.add(Need{Operator: op.Name, Controller: ctl.Name, Path: tpath, Kind: gvk,
 				Group: res.Group, Resource: res.Resource + "/status", Verbs: StatusVerbs[typ],
 				Why: string(typ) + " target whose pipeline output sets status"})
 		}
 	}
 	return nil
+}
+
+// hasStatusSubresource reports whether res has the status subresource, as
+// Options.Discovery lists it; true when that cannot be told.
+func (c *computation) hasStatusSubresource(res schema.GroupVersionResource) bool {
+	if c.opts.Discovery == nil {
+		return true
+	}
+	list, err := c.opts.Discovery.ServerResourcesForGroupVersion(res.GroupVersion().String())
+	if err != nil || list == nil {
+		return true
+	}
+	for _, r := range list.APIResources {
+		if r.Name == res.Resource+"/status" {
+			return true
+		}
+	}
+	return false
 }
 
 // rules turns the grants into the ClusterRole and Role rules.

@@ -372,3 +372,65 @@ func TestComputeMetacontroller(t *testing.T) {
 		t.Errorf("error: %v", err)
 	}
 }
+
+// resourceLists is Options.Discovery over fixed resource lists by group
+// version; a group version it lacks is an error.
+type resourceLists map[string][]string
+
+func (l resourceLists) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	names, ok := l[gv]
+	if !ok {
+		return nil, &meta.NoKindMatchError{}
+	}
+	out := &metav1.APIResourceList{GroupVersion: gv}
+	for _, n := range names {
+		out.APIResources = append(out.APIResources, metav1.APIResource{Name: n})
+	}
+	return out, nil
+}
+
+// TestComputeStatusSubresource: with discovery, a target whose pipeline
+// output sets status gets a <resource>/status rule only when its kind has
+// the status subresource; a group version discovery cannot list gets it.
+func TestComputeStatusSubresource(t *testing.T) {
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "example.com", Version: "v1"}})
+	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
+	m.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	m.Add(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gizmo"}, meta.RESTScopeNamespace)
+	disc := resourceLists{
+		"v1":      {"configmaps", "pods", "pods/status"},
+		"apps/v1": {"deployments", "deployments/scale", "deployments/status"},
+	}
+	ops := decode(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: op}
+spec:
+  controllers:
+    - name: cm
+      sources: [{kind: V}]
+      pipeline: {"@project": {metadata: {name: n, namespace: a}, status: {ok: true}}}
+      target: {apiGroup: "", kind: ConfigMap}
+    - name: deploy
+      sources: [{kind: V}]
+      pipeline: {"@project": {metadata: {name: n, namespace: a}, status: {ok: true}}}
+      target: {apiGroup: apps, kind: Deployment, type: Patcher}
+    - name: gizmo
+      sources: [{kind: V}]
+      pipeline: {"@project": {metadata: {name: n, namespace: a}, status: {ok: true}}}
+      target: {apiGroup: example.com, kind: Gizmo, type: Applier}
+`)
+	r, err := Compute(ops, Options{Mapper: m, Discovery: disc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rbacv1.PolicyRule{
+		rule("", "configmaps", "get", "list", "watch", "create", "update", "delete"),
+		rule("apps", "deployments", "get", "list", "watch", "patch"),
+		rule("apps", "deployments/status", "patch"),
+		rule("example.com", "gizmos", "get", "list", "watch", "patch"),
+		rule("example.com", "gizmos/status", "patch"),
+	}
+	if !reflect.DeepEqual(r.Cluster, want) {
+		t.Errorf("cluster rules\n got %v\nwant %v", r.Cluster, want)
+	}
+}
