@@ -57,7 +57,9 @@ func OperatorKinds(ops []*opv1a1.Operator, native bool) []schema.GroupVersionKin
 			for _, s := range c.Sources {
 				add(op.Name, s.Resource)
 			}
-			add(op.Name, c.Target.Resource)
+			for _, t := range c.AllTargets() {
+				add(op.Name, t.Resource)
+			}
 		}
 	}
 	return out

@@ -192,9 +192,13 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 	if spec.Name == "" {
 		return nil, fmt.Errorf("%s.name: must not be empty", path)
 	}
+	if err := checkTargets(spec, path); err != nil {
+		return nil, err
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	logOptions(spec, path, opts.Logger)
 	c := &Controller{
 		name:    spec.Name,
 		owner:   opts.Operator + "/" + spec.Name,
@@ -256,15 +260,26 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 		c.sources = append(c.sources, src)
 		c.inputs = append(c.inputs, &inputIndex{})
 	}
-	tgvk, err := c.resolve(spec.Target.Resource, path+".target")
-	if err != nil {
-		return nil, err
+	for j, ts := range spec.AllTargets() {
+		tpath := path + "." + spec.TargetField(j)
+		gvk, err := c.resolve(ts.Resource, tpath)
+		if err != nil {
+			return nil, err
+		}
+		name := ts.Name
+		if name == "" {
+			name = ts.Kind
+		}
+		t, err := newTarget(c, name, gvk, ts.Type, tpath)
+		if err != nil {
+			return nil, err
+		}
+		c.targets = append(c.targets, t)
 	}
-	t, err := newTarget(c, tgvk.Kind, tgvk, spec.Target.Type, path+".target")
-	if err != nil {
-		return nil, err
+	if len(c.targets) > 1 {
+		// Until pipelines have branches, a pipeline has one output.
+		return nil, fmt.Errorf("%s.pipeline: a plain pipeline writes one target; with several targets every branch must end in @output", path)
 	}
-	c.targets = []*Target{t}
 	var raw any
 	if len(spec.Pipeline.Raw) == 0 {
 		return nil, fmt.Errorf("%s.pipeline: a pipeline is required", path)
@@ -287,6 +302,54 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 	}
 	c.pipe = p
 	return c, nil
+}
+
+// checkTargets checks the shape of the controller's targets: exactly one
+// of target and targets, at least one target, and target names (a target's
+// name, else its kind) unique within the controller.
+func checkTargets(spec opv1a1.Controller, path string) error {
+	switch {
+	case spec.Target != nil && spec.Targets != nil:
+		return fmt.Errorf("%s: both target and targets are set; write one target as target: {...} or several as targets: [{...}, ...], not both", path)
+	case spec.Target == nil && len(spec.Targets) == 0:
+		return fmt.Errorf("%s: no target; write target: {kind: ...} or targets: [{kind: ...}, ...]", path)
+	}
+	seen := map[string]int{}
+	for j, t := range spec.AllTargets() {
+		name := t.Name
+		if name == "" {
+			name = t.Kind
+		}
+		if name == "" {
+			continue // resolve reports the empty kind
+		}
+		if prev, ok := seen[name]; ok {
+			return fmt.Errorf("%s.%s.name: target name %q is also the name of %s (a target's name defaults to its kind): give one of them another name", path, spec.TargetField(j), name, spec.TargetField(prev))
+		}
+		seen[name] = j
+	}
+	return nil
+}
+
+// logOptions logs the successor's controller options that are set: they
+// are accepted and none applies here (see opv1a1.ControllerOptions).
+func logOptions(spec opv1a1.Controller, path string, log logr.Logger) {
+	o := spec.Options
+	if o == nil {
+		return
+	}
+	for _, f := range []struct {
+		set        bool
+		name, why string
+	}{
+		{o.DisableIncrementalizer, "disableIncrementalizer", "pipelines always run incrementally, with the results of a run from scratch"},
+		{o.DisableReconciler, "disableReconciler", "each target reconciles the objects it writes with their live state"},
+		{o.DisableDistincter, "disableDistincter", "each target object is written from its one output document"},
+	} {
+		if f.set {
+			log.Info("controller option has no effect here", "path", path+".options."+f.name, "reason", f.why)
+		}
+	}
 }
 
 func (c *Controller) resolve(r opv1a1.Resource, path string) (schema.GroupVersionKind, error) {

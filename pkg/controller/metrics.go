@@ -80,13 +80,13 @@ func writeOperations(t opv1a1.TargetType) []string {
 }
 
 // InitMetrics creates the series of one controller of operator, whose
-// target has type target, at 0 (Ready included), so that a controller that
+// targets have the types targets, at 0 (Ready included), so that a controller that
 // has seen no change yet is on every chart as a quiet one, as
 // controller-runtime does for its own controllers: the counters without
 // other labels, Errors for each kind, TargetWrites for each operation of
-// the target's type (writeOperations) and result, and an empty
+// each target's type (writeOperations) and result, and an empty
 // PipelineSeconds histogram. DeleteMetrics removes them.
-func InitMetrics(operator, controller string, target opv1a1.TargetType) {
+func InitMetrics(operator, controller string, targets ...opv1a1.TargetType) {
 	DeltasIn.WithLabelValues(operator, controller)
 	DeltasOut.WithLabelValues(operator, controller)
 	PipelineSeconds.WithLabelValues(operator, controller)
@@ -94,9 +94,11 @@ func InitMetrics(operator, controller string, target opv1a1.TargetType) {
 	for _, k := range errorKinds {
 		Errors.WithLabelValues(operator, controller, k)
 	}
-	for _, op := range writeOperations(target) {
-		for _, result := range []string{"success", "error"} {
-			TargetWrites.WithLabelValues(operator, controller, op, result)
+	for _, t := range targets {
+		for _, op := range writeOperations(t) {
+			for _, result := range []string{"success", "error"} {
+				TargetWrites.WithLabelValues(operator, controller, op, result)
+			}
 		}
 	}
 	Ready.WithLabelValues(operator, controller).Set(0)

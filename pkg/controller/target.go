@@ -78,9 +78,17 @@ func newTarget(c *Controller, name string, gvk schema.GroupVersionKind, typ opv1
 	if t.Type == "" {
 		t.Type = opv1a1.Updater
 	}
+	if name != gvk.Kind {
+		// A named target: its own owner and record, apart from a target
+		// of the same kind (named by its kind) of the controller.
+		t.owner += "/" + name
+	}
 	switch t.Type {
 	case opv1a1.Patcher:
 		t.patchRecord = PatchRecordAnnotation(c.opts.Operator, c.name)
+		if name != gvk.Kind {
+			t.patchRecord = PatchRecordAnnotation(c.opts.Operator, c.name+"/"+name)
+		}
 	case opv1a1.Updater, opv1a1.Applier:
 	default:
 		return nil, fmt.Errorf("%s.type: unknown target type %q (want Updater, Patcher or Applier)", path, typ)
@@ -101,7 +109,9 @@ func newTarget(c *Controller, name string, gvk schema.GroupVersionKind, typ opv1
 func (t *Target) IsView() bool { return opv1a1.IsViewGroup(t.GVK.Group) }
 
 // Owner returns the value of the owner annotation the target puts on the
-// native objects an Updater creates: "<operator>/<controller>".
+// native objects an Updater creates: "<operator>/<controller>" for a
+// target named by its kind, "<operator>/<controller>/<name>" for one with
+// another name (two targets of one kind then own their objects apart).
 func (t *Target) Owner() string { return t.owner }
 
 // Counters returns the target's write counters (Writes, WriteErrors).

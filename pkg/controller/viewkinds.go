@@ -59,8 +59,10 @@ func ViewKindClashes(operator string, specs []opv1a1.Controller, standalone bool
 				out[i] = err
 			}
 		}
-		if err := check(spec.Target.Resource, path+".target"); err != nil && out[i] == nil {
-			out[i] = err
+		for j, t := range spec.AllTargets() {
+			if err := check(t.Resource, path+"."+spec.TargetField(j)); err != nil && out[i] == nil {
+				out[i] = err
+			}
 		}
 	}
 	return out

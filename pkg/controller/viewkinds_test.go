@@ -12,7 +12,7 @@ func TestViewKindClashes(t *testing.T) {
 	view := func(kind string) opv1a1.Resource { return opv1a1.Resource{Kind: kind} }
 	in := func(group, kind string) opv1a1.Resource { return opv1a1.Resource{APIGroup: ptr.To(group), Kind: kind} }
 	ctrl := func(target opv1a1.Resource, sources ...opv1a1.Resource) opv1a1.Controller {
-		c := opv1a1.Controller{Target: opv1a1.Target{Resource: target}}
+		c := opv1a1.Controller{Target: &opv1a1.Target{Resource: target}}
 		for _, s := range sources {
 			c.Sources = append(c.Sources, opv1a1.Source{Resource: s})
 		}

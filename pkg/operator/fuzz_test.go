@@ -129,7 +129,7 @@ func decodeFuzz(data []byte) (*fuzzCase, error) {
 		target.Type = opv1a1.Patcher
 		stages = append(stages, fuzzPatchTarget)
 	}
-	spec := opv1a1.Controller{Name: "c", Target: target,
+	spec := opv1a1.Controller{Name: "c", Target: &target,
 		Pipeline: apiextensionsv1.JSON{Raw: []byte("[" + strings.Join(stages, ",") + "]")}}
 	for _, kind := range sources {
 		spec.Sources = append(spec.Sources, opv1a1.Source{Resource: opv1a1.Resource{APIGroup: &fuzzGroup, Version: strPtr("v1"), Kind: kind}})

@@ -116,7 +116,7 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 			copts := controller.Options{
 				Operator:        op.Name,
 				Index:           i,
-				Client:          offlineClient{StoreClient: controller.StoreClient{Store: o.Store}, applier: spec.Target.Type == opv1a1.Applier},
+				Client:          offlineClient{StoreClient: controller.StoreClient{Store: o.Store}, applier: appliers(spec)},
 				ResolveVersion:  o.resolveVersion,
 				Logger:          opts.Logger,
 				MaxDeltaEntries: maxDeltaEntries(op, opts.MaxDeltaEntries),
@@ -413,8 +413,8 @@ func offlineNamespaceLocal(c *controller.Controller, i int) error {
 // without a namespace.
 type offlineClient struct {
 	controller.StoreClient
-	// applier: the client of an Applier target.
-	applier bool
+	// applier: the group/kinds of the controller's Applier targets.
+	applier map[schema.GroupKind]bool
 }
 
 // errEmptyNamespaceCreate and errClusterPathNotFound are the API server's
@@ -433,7 +433,7 @@ func missingNamespace(gvk schema.GroupVersionKind, ns string) bool {
 
 func (c offlineClient) Create(ctx context.Context, obj *unstructured.Unstructured) error {
 	if missingNamespace(obj.GroupVersionKind(), obj.GetNamespace()) {
-		if c.applier {
+		if c.applier[obj.GroupVersionKind().GroupKind()] {
 			return errClusterPathNotFound
 		}
 		return errEmptyNamespaceCreate
@@ -467,4 +467,19 @@ func (c offlineClient) Delete(ctx context.Context, gvk schema.GroupVersionKind, 
 		return errClusterPathNotFound
 	}
 	return c.StoreClient.Delete(ctx, gvk, key)
+}
+
+// appliers returns the group/kinds of the Applier targets of spec (a
+// target without apiGroup is a view, which offlineClient does not check).
+func appliers(spec opv1a1.Controller) map[schema.GroupKind]bool {
+	var out map[schema.GroupKind]bool
+	for _, t := range spec.AllTargets() {
+		if t.Type == opv1a1.Applier && t.APIGroup != nil {
+			if out == nil {
+				out = map[schema.GroupKind]bool{}
+			}
+			out[schema.GroupKind{Group: *t.APIGroup, Kind: t.Kind}] = true
+		}
+	}
+	return out
 }

@@ -452,14 +452,19 @@ func (r *Runtime) sweepViews(run *running, op *opv1a1.Operator) {
 }
 
 // writesViewKind reports whether the controller spec of operator op may
-// write view kind gvk: its target names that kind (compared by group and
-// kind; no apiGroup is the operator's own view group).
+// write view kind gvk: one of its targets names that kind (compared by
+// group and kind; no apiGroup is the operator's own view group).
 func writesViewKind(op string, spec opv1a1.Controller, gvk schema.GroupVersionKind) bool {
-	group := opv1a1.ViewGroup(op)
-	if spec.Target.APIGroup != nil {
-		group = *spec.Target.APIGroup
+	for _, t := range spec.AllTargets() {
+		group := opv1a1.ViewGroup(op)
+		if t.APIGroup != nil {
+			group = *t.APIGroup
+		}
+		if group == gvk.Group && t.Kind == gvk.Kind {
+			return true
+		}
 	}
-	return group == gvk.Group && spec.Target.Kind == gvk.Kind
+	return false
 }
 
 // sameGeneration reports whether cur runs (or starts) op's generation and
@@ -687,7 +692,7 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 	// Every controller's series exist from now on, at 0 and not ready,
 	// until stop deletes them.
 	for i, spec := range op.Spec.Controllers {
-		controller.InitMetrics(op.Name, controllerName(i, spec), spec.Target.Type)
+		controller.InitMetrics(op.Name, controllerName(i, spec), targetTypes(spec)...)
 	}
 	// fail records controller name's failed start (ended now).
 	fail := func(name string, err error, reason string) {
@@ -1266,4 +1271,13 @@ func (r *Runtime) Status(name string, generation int64) (opv1a1.OperatorStatus, 
 		st.Controllers = append(st.Controllers, cs)
 	}
 	return st, true
+}
+
+// targetTypes returns the types of the controller's targets, in spec order.
+func targetTypes(spec opv1a1.Controller) []opv1a1.TargetType {
+	var out []opv1a1.TargetType
+	for _, t := range spec.AllTargets() {
+		out = append(out, t.Type)
+	}
+	return out
 }

@@ -75,7 +75,8 @@ func (l *liveSet) get(op string) (map[string]bool, bool) {
 }
 
 // ownerLive reports whether the controller named by an owner annotation
-// value runs: an operator of this Runtime whose spec has that controller, or
+// value ("<operator>/<controller>", or "<operator>/<controller>/<target>"
+// for a named target) runs: an operator of this Runtime whose spec has that controller, or
 // else an Operator object in the cluster whose spec has it (another manager
 // may run it). When the cluster cannot tell (an error other than not found),
 // the owner counts as running: leaving an object alone is safer than
@@ -85,8 +86,14 @@ func (r *Runtime) ownerLive(owner string) bool {
 	if !ok {
 		return false
 	}
+	// A named target's owner is "<operator>/<controller>/<target>"
+	// (controller.Target.Owner); a controller name may hold '/' too.
+	short := ctrl
+	if i := strings.LastIndex(ctrl, "/"); i >= 0 {
+		short = ctrl[:i]
+	}
 	if names, running := r.live.get(op); running {
-		return names[ctrl]
+		return names[ctrl] || names[short]
 	}
 	if r.opts.Client == nil {
 		return false
@@ -101,7 +108,7 @@ func (r *Runtime) ownerLive(owner string) bool {
 		return false
 	}
 	for _, c := range o.Spec.Controllers {
-		if c.Name == ctrl {
+		if c.Name == ctrl || c.Name == short {
 			return true
 		}
 	}

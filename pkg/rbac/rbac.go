@@ -194,33 +194,34 @@ func (c *computation) operator(op *opv1a1.Operator) error {
 				Group: res.Group, Resource: res.Resource, Namespace: ns,
 				Verbs: SourceVerbs, Why: string(typ) + " source"})
 		}
-		t := ctl.Target
-		tpath := path + ".target"
-		if t.APIGroup == nil || opv1a1.IsViewGroup(*t.APIGroup) {
-			continue
-		}
-		if t.Kind == "" {
-			return fmt.Errorf("operator %q: %s.kind: must not be empty", op.Name, tpath)
-		}
-		typ := t.Type
-		if typ == "" {
-			typ = opv1a1.Updater
-		}
-		verbs, ok := TargetVerbs[typ]
-		if !ok {
-			return fmt.Errorf("operator %q: %s.type: unknown target type %q (want Updater, Patcher or Applier)", op.Name, tpath, t.Type)
-		}
-		gvk, res, _ := c.resolve(t.Resource)
-		c.add(Need{Operator: op.Name, Controller: ctl.Name, Path: tpath, Kind: gvk,
-			Group: res.Group, Resource: res.Resource, Verbs: verbs, Why: string(typ) + " target"})
-		status, err := WritesStatus(ctl.Pipeline.Raw)
-		if err != nil {
-			return fmt.Errorf("operator %q: %s.pipeline: %w", op.Name, path, err)
-		}
-		if status && c.hasStatusSubresource(res) {
+		for j, t := range ctl.AllTargets() {
+			tpath := path + "." + ctl.TargetField(j)
+			if t.APIGroup == nil || opv1a1.IsViewGroup(*t.APIGroup) {
+				continue
+			}
+			if t.Kind == "" {
+				return fmt.Errorf("operator %q: %s.kind: must not be empty", op.Name, tpath)
+			}
+			typ := t.Type
+			if typ == "" {
+				typ = opv1a1.Updater
+			}
+			verbs, ok := TargetVerbs[typ]
+			if !ok {
+				return fmt.Errorf("operator %q: %s.type: unknown target type %q (want Updater, Patcher or Applier)", op.Name, tpath, t.Type)
+			}
+			gvk, res, _ := c.resolve(t.Resource)
 			c.add(Need{Operator: op.Name, Controller: ctl.Name, Path: tpath, Kind: gvk,
-				Group: res.Group, Resource: res.Resource + "/status", Verbs: StatusVerbs[typ],
-				Why: string(typ) + " target whose pipeline output sets status"})
+				Group: res.Group, Resource: res.Resource, Verbs: verbs, Why: string(typ) + " target"})
+			status, err := WritesStatus(ctl.Pipeline.Raw)
+			if err != nil {
+				return fmt.Errorf("operator %q: %s.pipeline: %w", op.Name, path, err)
+			}
+			if status && c.hasStatusSubresource(res) {
+				c.add(Need{Operator: op.Name, Controller: ctl.Name, Path: tpath, Kind: gvk,
+					Group: res.Group, Resource: res.Resource + "/status", Verbs: StatusVerbs[typ],
+					Why: string(typ) + " target whose pipeline output sets status"})
+			}
 		}
 	}
 	return nil

@@ -240,20 +240,29 @@ type branch struct {
 	stages   []stage  // without the directives
 }
 
-// target is a controller's target: its name (the kind), resource and type.
+// target is a controller's target: its name (its name field, else its
+// kind), resource and type.
 type target struct {
 	name string
 	res  opv1a1.Resource
 	typ  string
 }
 
-// targetsOf returns the targets of a controller.
+// targetsOf returns the targets of a controller, in spec order.
 func targetsOf(c opv1a1.Controller) []target {
-	typ := c.Target.Type
-	if typ == "" {
-		typ = opv1a1.Updater
+	var out []target
+	for _, t := range c.AllTargets() {
+		typ := t.Type
+		if typ == "" {
+			typ = opv1a1.Updater
+		}
+		name := t.Name
+		if name == "" {
+			name = t.Kind
+		}
+		out = append(out, target{name: name, res: t.Resource, typ: string(typ)})
 	}
-	return []target{{name: c.Target.Kind, res: c.Target.Resource, typ: string(typ)}}
+	return out
 }
 
 // branchesOf splits a raw pipeline into its branches, each with its stages

@@ -84,7 +84,7 @@ type Limits struct {
 }
 
 // Controller watches its sources, runs the pipeline over them and writes the
-// result into the target.
+// result into its targets.
 type Controller struct {
 	// Name identifies the controller inside its operator.
 	// +kubebuilder:validation:MinLength=1
@@ -98,8 +98,59 @@ type Controller struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Pipeline apiextensionsv1.JSON `json:"pipeline"`
-	// Target is the resource the pipeline output is written to.
-	Target Target `json:"target"`
+	// Target is the resource the pipeline output is written to: the
+	// one-item form of Targets. Exactly one of Target and Targets is set.
+	// +optional
+	Target *Target `json:"target,omitempty"`
+	// Targets are the resources the pipeline outputs are written to, each
+	// named by its name (default: its kind), unique within the controller.
+	// A pipeline with several targets is a list of branches, each ending
+	// in {"@output": <target name>}. Exactly one of Target and Targets is
+	// set.
+	// +optional
+	Targets []Target `json:"targets,omitempty"`
+	// Options are the controller options of Δ-controller's successor
+	// (l7mp/dbsp). They are accepted and kept; none changes how this
+	// controller runs (the manager logs which were set and why).
+	// +optional
+	Options *ControllerOptions `json:"options,omitempty"`
+}
+
+// ControllerOptions are the controller options of Δ-controller's successor,
+// which switch off passes of its pipeline compiler. Here pipelines always
+// run incrementally, with results equal to a run from scratch, and each
+// target object is written from its one output document, so none of them
+// applies.
+type ControllerOptions struct {
+	// DisableIncrementalizer runs the successor's pipeline on snapshots.
+	// +optional
+	DisableIncrementalizer bool `json:"disableIncrementalizer,omitempty"`
+	// DisableReconciler switches off the successor's reconciler pass.
+	// +optional
+	DisableReconciler bool `json:"disableReconciler,omitempty"`
+	// DisableDistincter switches off the successor's pass that makes every
+	// output a set.
+	// +optional
+	DisableDistincter bool `json:"disableDistincter,omitempty"`
+}
+
+// AllTargets returns the controller's targets: Targets, or Target as a
+// one-item list (nil when neither is set).
+func (c *Controller) AllTargets() []Target {
+	if c.Target != nil && len(c.Targets) == 0 {
+		return []Target{*c.Target}
+	}
+	return c.Targets
+}
+
+// TargetField returns the spec field of the controller's target j (an
+// index into AllTargets): "target" for the one-item form, else
+// "targets[j]".
+func (c *Controller) TargetField(j int) string {
+	if c.Target != nil && len(c.Targets) == 0 {
+		return "target"
+	}
+	return fmt.Sprintf("targets[%d]", j)
 }
 
 // Resource names a kind. A resource without an apiGroup is a view of the
@@ -171,8 +222,13 @@ const (
 	Applier TargetType = "Applier"
 )
 
-// Target is the resource a controller writes.
+// Target is a resource a controller writes.
 type Target struct {
+	// Name names the target within its controller, for a pipeline
+	// branch's @output; the default is the kind. Two targets of one kind
+	// need different names.
+	// +optional
+	Name string `json:"name,omitempty"`
 	Resource `json:",inline"`
 	// Type is Updater (default), Patcher or Applier.
 	// +optional
