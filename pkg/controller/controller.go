@@ -339,7 +339,7 @@ func logOptions(spec opv1a1.Controller, path string, log logr.Logger) {
 		return
 	}
 	for _, f := range []struct {
-		set        bool
+		set       bool
 		name, why string
 	}{
 		{o.DisableIncrementalizer, "disableIncrementalizer", "pipelines always run incrementally, with the results of a run from scratch"},

@@ -7,10 +7,11 @@ import (
 
 // DialectOf returns the expression dialect a controller's pipeline runs in
 // (see expression.Dialect): Δ-controller's for a controller written with
-// `target:`, as every controller is while the Controller type has no
-// `targets:` field; a controller written in the successor's form
-// (`targets:`) is to get expression.DialectDBSP.
+// `target:`, and expression.DialectDBSP for one written in the successor's
+// form (`targets:`).
 func DialectOf(spec opv1a1.Controller) expression.Dialect {
-	_ = spec
+	if spec.Targets != nil {
+		return expression.DialectDBSP
+	}
 	return expression.DialectDeltaController
 }

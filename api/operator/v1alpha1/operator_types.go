@@ -228,7 +228,7 @@ type Target struct {
 	// branch's @output; the default is the kind. Two targets of one kind
 	// need different names.
 	// +optional
-	Name string `json:"name,omitempty"`
+	Name     string `json:"name,omitempty"`
 	Resource `json:",inline"`
 	// Type is Updater (default), Patcher or Applier.
 	// +optional
