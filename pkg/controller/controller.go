@@ -276,10 +276,6 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 		}
 		c.targets = append(c.targets, t)
 	}
-	if len(c.targets) > 1 {
-		// Until pipelines have branches, a pipeline has one output.
-		return nil, fmt.Errorf("%s.pipeline: a plain pipeline writes one target; with several targets every branch must end in @output", path)
-	}
 	var raw any
 	if len(spec.Pipeline.Raw) == 0 {
 		return nil, fmt.Errorf("%s.pipeline: a pipeline is required", path)

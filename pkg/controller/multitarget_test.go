@@ -30,6 +30,8 @@ func TestTargetsSpec(t *testing.T) {
 		{head + `targets: [{kind: X, name: W}, {kind: W}]}`, `spec.controllers[0].targets[1].name: target name "W" is also the name of targets[0]`},
 		{head + `targets: [{kind: X}, {kind: Z, type: Writer}]}`, `spec.controllers[0].targets[1].type: unknown target type "Writer"`},
 		{head + `targets: [{kind: X}, {kind: ""}]}`, `spec.controllers[0].targets[1].kind: must not be empty`},
+		{head + `targets: [{kind: X}, {kind: Z}]}`, `spec.controllers[0].pipeline`},
+		{head + `targets: [{kind: X}, {kind: Z}]}`, `a pipeline writing several targets (X, Z) must be in branch form`},
 	} {
 		var c opv1a1.Controller
 		b, _ := yaml.YAMLToJSON([]byte(tc.spec))
