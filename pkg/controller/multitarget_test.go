@@ -255,3 +255,56 @@ func TestTwoTargetsOfOneKind(t *testing.T) {
 		t.Errorf("x after a's output went: owner %q", owner(x))
 	}
 }
+
+// TestBranchesWriteTwoTargets: a pipeline in branch form writes a view
+// Updater target and a native Patcher target from one source change, and
+// takes both back when the source goes.
+func TestBranchesWriteTwoTargets(t *testing.T) {
+	ctx := context.Background()
+	store := view.NewStore()
+	client := &countingClient{StoreClient: StoreClient{Store: store}}
+	c := mustNew(t, `
+name: c
+sources: [{kind: A}]
+targets:
+  - {kind: Summary}
+  - {apiGroup: "", version: v1, kind: ConfigMap, type: Patcher}
+pipeline:
+  - - "@inputs": [A]
+    - "@project": {metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}, spec: {count: "$.spec.n"}}
+    - "@output": Summary
+  - - "@inputs": [A]
+    - "@project": {metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}, data: {x: "$.spec.x"}}
+    - "@output": ConfigMap
+`, Options{Operator: "test", Client: client})
+	if _, err := store.Create(obj(cmGVK, "ns", "p", map[string]any{"data": map[string]any{"other": "o"}})); err != nil {
+		t.Fatal(err)
+	}
+	aGVK := schema.GroupVersionKind{Group: "test.view.dcontroller.io", Version: "v1alpha1", Kind: "A"}
+	a := obj(aGVK, "ns", "p", map[string]any{"spec": map[string]any{"n": int64(3), "x": "y"}})
+	if err := c.Handle(ctx, nil, a); err != nil {
+		t.Fatal(err)
+	}
+	key := object.Key{Namespace: "ns", Name: "p"}
+	s, err := store.Get(summaryGVK, key)
+	if err != nil || s.Object["spec"].(map[string]any)["count"] != int64(3) {
+		t.Fatalf("summary %v, %v", s, err)
+	}
+	cm, _ := store.Get(cmGVK, key)
+	if d := cm.Object["data"].(map[string]any); d["x"] != "y" || d["other"] != "o" {
+		t.Fatalf("configmap data %v", d)
+	}
+	if n := c.Counters(); n.Writes != 2 || n.Deltas != 1 {
+		t.Errorf("counters %+v", n)
+	}
+	if err := c.Handle(ctx, a, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Get(summaryGVK, key); err == nil {
+		t.Error("the summary stayed after its source went")
+	}
+	cm, _ = store.Get(cmGVK, key)
+	if d := cm.Object["data"].(map[string]any); d["x"] != nil || d["other"] != "o" {
+		t.Errorf("configmap data after the source went: %v", d)
+	}
+}

@@ -100,3 +100,76 @@ func TestTargetsList(t *testing.T) {
 	})
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "targets-list")
 }
+
+const twoKindsOperator = `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: two-kinds
+spec:
+  controllers:
+    - name: fan
+      sources:
+        - apiGroup: ""
+          kind: ConfigMap
+          namespace: e2e-two-kinds
+          labelSelector: {matchLabels: {role: src}}
+      targets:
+        - {apiGroup: "", kind: ConfigMap}
+        - {apiGroup: "", kind: ServiceAccount}
+      pipeline:
+        - - "@inputs": [ConfigMap]
+          - "@project":
+              metadata:
+                name: {"@concat": ["$.metadata.name", "-copy"]}
+                namespace: "$.metadata.namespace"
+              data: {from: "$.metadata.name"}
+          - "@output": ConfigMap
+        - - "@inputs": [ConfigMap]
+          - "@project":
+              metadata:
+                name: {"@concat": ["$.metadata.name", "-sa"]}
+                namespace: "$.metadata.namespace"
+                labels: {from: "$.metadata.name"}
+          - "@output": ServiceAccount
+`
+
+// TestTargetsOfTwoKinds: one pipeline in branch form writes a ConfigMap
+// and a ServiceAccount per source object; each target restores its own
+// object and deletes it when its output goes.
+func TestTargetsOfTwoKinds(t *testing.T) {
+	startManager(t)
+	mustKubectl(t, "", "create", "namespace", "e2e-two-kinds")
+	mustKubectl(t, twoKindsOperator, "apply", "-f", "-")
+	mustKubectl(t, "", "-n", "e2e-two-kinds", "create", "configmap", "src", "--from-literal=a=1")
+	mustKubectl(t, "", "-n", "e2e-two-kinds", "label", "configmap", "src", "role=src")
+	get := func(kind, name, path string) string {
+		out, err := kubectl(t, "", "-n", "e2e-two-kinds", "get", kind, name, "-o", "jsonpath="+path+` {.metadata.annotations.dcontroller\.io/owner}`)
+		if err != nil {
+			return "<missing>"
+		}
+		return out
+	}
+	both := func(want1, want2 string) func() string {
+		return func() string {
+			cm, sa := get("configmap", "src-copy", "{.data.from}"), get("serviceaccount", "src-sa", "{.metadata.labels.from}")
+			if cm != want1 || sa != want2 {
+				return fmt.Sprintf("configmap %q, serviceaccount %q", cm, sa)
+			}
+			return ""
+		}
+	}
+	eventually(t, 20*time.Second, both("src two-kinds/fan", "src two-kinds/fan"))
+	eventually(t, 20*time.Second, func() string {
+		out, _ := kubectl(t, "", "get", "operators.dcontroller.io", "two-kinds", "-o",
+			`jsonpath={.status.controllers[0].conditions[0].reason} {.status.controllers[0].counters.writes}`)
+		if out != "Ready 2" {
+			return "status: " + out
+		}
+		return ""
+	})
+	mustKubectl(t, "", "-n", "e2e-two-kinds", "delete", "serviceaccount", "src-sa")
+	eventually(t, 20*time.Second, both("src two-kinds/fan", "src two-kinds/fan"))
+	mustKubectl(t, "", "-n", "e2e-two-kinds", "label", "configmap", "src", "role-")
+	eventually(t, 20*time.Second, both("<missing>", "<missing>"))
+	mustKubectl(t, "", "delete", "operators.dcontroller.io", "two-kinds")
+}
