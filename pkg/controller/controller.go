@@ -217,7 +217,10 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 			return nil, err
 		}
 		src := Source{GVK: gvk, Type: s.Type, Path: spath}
-		if src.Type == "" {
+		if src.Type == "" || src.Type == opv1a1.Lister {
+			// A Lister feeds the full filtered list on each change; the
+			// targets are the pipeline on the current objects either way,
+			// so it runs as a Watcher.
 			src.Type = opv1a1.Watcher
 		}
 		switch src.Type {
@@ -231,7 +234,7 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("%s.type: unknown source type %q (want Watcher, OneShot or Periodic)", spath, s.Type)
+			return nil, fmt.Errorf("%s.type: unknown source type %q (want Watcher, Lister, OneShot or Periodic)", spath, s.Type)
 		}
 		if s.Namespace != nil {
 			src.Namespace = *s.Namespace

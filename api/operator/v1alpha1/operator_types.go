@@ -170,12 +170,17 @@ type Resource struct {
 }
 
 // SourceType says how a source produces its input.
-// +kubebuilder:validation:Enum=Watcher;OneShot;Periodic
+// +kubebuilder:validation:Enum=Watcher;Lister;OneShot;Periodic
 type SourceType string
 
 const (
 	// Watcher sources stream every change of the watched objects (default).
 	Watcher SourceType = "Watcher"
+	// Lister is the successor's state-of-the-world source (each change
+	// feeds the full filtered list). A controller's targets always equal
+	// its pipeline evaluated on the current objects, so a Lister gives the
+	// targets a Watcher gives, and it runs as a Watcher.
+	Lister SourceType = "Lister"
 	// OneShot sources emit a single empty object when the controller starts.
 	OneShot SourceType = "OneShot"
 	// Periodic sources trigger a full recomputation of the target state every
@@ -186,7 +191,8 @@ const (
 // Source is a resource a controller watches.
 type Source struct {
 	Resource `json:",inline"`
-	// Type is Watcher (default), OneShot or Periodic.
+	// Type is Watcher (default), Lister (run as a Watcher), OneShot or
+	// Periodic.
 	// +optional
 	Type SourceType `json:"type,omitempty"`
 	// Namespace restricts the source to one namespace.
