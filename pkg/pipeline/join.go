@@ -256,12 +256,18 @@ func compileLeftJoin(cond expression.Expression, stagePath string, sources, soft
 			leftRaw = first
 		}
 		extend := func(l, r dbsp.Document) dbsp.Document {
+			// A soft kind with no match is null: an untyped nil, not a
+			// nil Document, which expressions would not take for null.
+			var rv any
+			if r != nil {
+				rv = r
+			}
 			if leftRaw != "" {
-				return dbsp.Document{first: l, right: r}
+				return dbsp.Document{first: l, right: rv}
 			}
 			out := make(dbsp.Document, len(l)+1)
 			maps.Copy(out, l)
-			out[right] = r
+			out[right] = rv
 			return out
 		}
 		var cs []expression.Expression
