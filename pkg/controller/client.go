@@ -59,7 +59,42 @@ type Client interface {
 // writing through a StoreClient handle Applier targets as patches (see
 // NoServerSideApply). A core Secret's stringData is folded into data on
 // every write, as the API server does (object.FoldSecretStringData).
-type StoreClient struct{ Store *view.Store }
+//
+// Without StatusSubresource (a view store, dctl eval) a kind has no status
+// subresource: the status is written with the object, and UpdateStatus,
+// PatchStatus and ApplyStatus write it alone.
+type StoreClient struct {
+	Store *view.Store
+	// StatusSubresource, when set, reports the kinds the client serves as
+	// the API server serves a kind with the status subresource (Kubernetes
+	// API conventions, "Spec and Status"; a CRD's subresources.status):
+	//
+	//   - Create stores the object without its status.
+	//   - Update and Patch (and Apply, offline a create or a patch) store
+	//     what they send with the status the stored object has: the status
+	//     sent to the main endpoint is ignored.
+	//   - UpdateStatus (with the resourceVersion check of Update),
+	//     PatchStatus (the merge patch applied to the object, then its
+	//     status taken) and ApplyStatus write the status alone and keep
+	//     the rest of the stored object, metadata included; they answer
+	//     NotFound for a missing object (the subresource creates nothing).
+	//   - Create, Update and UpdateStatus set obj to the stored object,
+	//     resourceVersion included, as a client of the API server receives
+	//     the answer.
+	//
+	// It is a small model for tests of the controllers' two-call status
+	// writes without an API server (FuzzIncremental); the end-to-end
+	// tests cover the API server's own behaviour. The status of a native
+	// kind that the API server resets to its empty struct on create is
+	// modelled as absent.
+	StatusSubresource func(gvk schema.GroupVersionKind) bool
+}
+
+// subresource reports whether the client models gvk with the status
+// subresource (StatusSubresource).
+func (c StoreClient) subresource(gvk schema.GroupVersionKind) bool {
+	return c.StatusSubresource != nil && c.StatusSubresource(gvk)
+}
 
 // asServer returns obj as the API server would store it: a core Secret with
 // its stringData folded into data (a copy; obj is not modified).
@@ -72,51 +107,70 @@ func asServer(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	return out
 }
 
-// UpdateStatus replaces the status of the stored object with obj's. A view
-// store has no status subresource: a controller writes a view's status
-// with the object, and calls this only when told a kind has one.
-func (c StoreClient) UpdateStatus(ctx context.Context, obj *unstructured.Unstructured) error {
+// keepStatus returns obj with the top-level status of stored (none when
+// stored has none), as the main endpoint of a kind with the status
+// subresource stores it: a shallow copy; obj is not modified.
+func keepStatus(obj *unstructured.Unstructured, stored map[string]any) *unstructured.Unstructured {
+	st, ok := stored["status"]
+	return &unstructured.Unstructured{Object: withStatus(obj.Object, st, ok)}
+}
+
+// writeStatus stores existing with the top-level status of doc (none when
+// doc has none) and returns the stored object; rv, when set, must be the
+// stored object's resourceVersion (Conflict otherwise).
+func (c StoreClient) writeStatus(existing *unstructured.Unstructured, doc map[string]any, rv string) (*unstructured.Unstructured, error) {
+	st, ok := doc["status"]
+	out := &unstructured.Unstructured{Object: withStatus(existing.Object, st, ok)}
+	if rv != "" {
+		out.SetResourceVersion(rv)
+	}
+	return c.Store.Update(out)
+}
+
+// UpdateStatus replaces the status of the stored object with obj's and
+// sets obj to the stored object. A set resourceVersion must be the current
+// one (Conflict otherwise).
+func (c StoreClient) UpdateStatus(_ context.Context, obj *unstructured.Unstructured) error {
 	key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	existing, err := c.Store.Get(obj.GroupVersionKind(), key)
 	if err != nil {
 		return err
 	}
-	out := &unstructured.Unstructured{Object: maps.Clone(existing.Object)}
-	if st, ok := obj.Object["status"]; ok {
-		out.Object["status"] = st
-	} else {
-		delete(out.Object, "status")
-	}
-	if rv := obj.GetResourceVersion(); rv != "" {
-		out.SetResourceVersion(rv)
-	}
-	if err := c.Update(ctx, out); err != nil {
+	stored, err := c.writeStatus(existing, obj.Object, obj.GetResourceVersion())
+	if err != nil {
 		return err
 	}
-	obj.Object = out.Object
+	obj.Object = stored.Object
 	return nil
 }
 
-// PatchStatus applies the status part of a merge patch (see UpdateStatus).
-func (c StoreClient) PatchStatus(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
+// PatchStatus applies a merge patch to the stored object and keeps the
+// status of the result (the patch's fields outside status have no effect).
+func (c StoreClient) PatchStatus(_ context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
+	existing, err := c.Store.Get(gvk, key)
+	if err != nil {
+		return err
+	}
 	patch, err := object.FromJSON(mergePatch)
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(map[string]any{"status": patch["status"]})
+	merged, err := object.MergePatch(existing.Object, patch)
 	if err != nil {
 		return err
 	}
-	return c.Patch(ctx, gvk, key, b)
+	_, err = c.writeStatus(existing, merged, "")
+	return err
 }
 
-// ApplyStatus applies obj's status as Apply does (see UpdateStatus).
-func (c StoreClient) ApplyStatus(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
-	out := &unstructured.Unstructured{Object: map[string]any{"status": obj.Object["status"]}}
-	out.SetGroupVersionKind(obj.GroupVersionKind())
-	out.SetNamespace(obj.GetNamespace())
-	out.SetName(obj.GetName())
-	return c.Apply(ctx, out, fieldManager)
+// ApplyStatus applies obj's status as a merge patch (see Apply) through
+// PatchStatus; NotFound when the object does not exist.
+func (c StoreClient) ApplyStatus(ctx context.Context, obj *unstructured.Unstructured, _ string) error {
+	b, err := json.Marshal(map[string]any{"status": obj.Object["status"]})
+	if err != nil {
+		return err
+	}
+	return c.PatchStatus(ctx, obj.GroupVersionKind(), object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, b)
 }
 
 // NoServerSideApply marks a client without server-side apply.
@@ -131,20 +185,38 @@ func (c StoreClient) List(_ context.Context, gvk schema.GroupVersionKind) ([]*un
 }
 
 func (c StoreClient) Create(_ context.Context, obj *unstructured.Unstructured) error {
-	obj = asServer(obj)
-	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
+	in := asServer(obj)
+	sub := c.subresource(obj.GroupVersionKind())
+	if sub {
+		in = keepStatus(in, nil)
+	}
+	if err := object.ValidateMetadata(in, in.GetNamespace() != ""); err != nil {
 		return err
 	}
-	_, err := c.Store.Create(obj)
+	stored, err := c.Store.Create(in)
+	if err == nil && sub {
+		obj.Object = stored.Object
+	}
 	return err
 }
 
 func (c StoreClient) Update(_ context.Context, obj *unstructured.Unstructured) error {
-	obj = asServer(obj)
-	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
+	in := asServer(obj)
+	sub := c.subresource(obj.GroupVersionKind())
+	if sub {
+		existing, err := c.Store.Get(obj.GroupVersionKind(), object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()})
+		if err != nil {
+			return err
+		}
+		in = keepStatus(in, existing.Object)
+	}
+	if err := object.ValidateMetadata(in, in.GetNamespace() != ""); err != nil {
 		return err
 	}
-	_, err := c.Store.Update(obj)
+	stored, err := c.Store.Update(in)
+	if err == nil && sub {
+		obj.Object = stored.Object
+	}
 	return err
 }
 
@@ -162,6 +234,9 @@ func (c StoreClient) Patch(_ context.Context, gvk schema.GroupVersionKind, key o
 		return err
 	}
 	obj := asServer(&unstructured.Unstructured{Object: merged})
+	if c.subresource(gvk) {
+		obj = keepStatus(obj, existing.Object)
+	}
 	obj.SetResourceVersion(existing.GetResourceVersion())
 	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
 		return err

@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/object"
 )
 
@@ -66,8 +68,16 @@ func (t *Target) patch(ctx context.Context, key object.Key, desired map[string]a
 	var owned map[string]any
 	var record string
 	if desired != nil {
-		// Only what the patch changes (or changed before) is ours to remove.
-		owned = object.OwnedLeaves(existing.Object, patch, prev)
+		// Only what the patch changes (or changed before) is ours to
+		// remove. An Applier (written here without server-side apply)
+		// owns every field it applies, changed or not, as server-side
+		// apply with force ownership does: what it forgot (a Resync, a
+		// restart) is then still removed when its output goes.
+		base := existing.Object
+		if t.Type == opv1a1.Applier {
+			base = nil
+		}
+		owned = object.OwnedLeaves(base, patch, prev)
 		if t.patchRecord != "" {
 			record = encodePatchRecord(owned)
 		}
@@ -106,6 +116,10 @@ func (t *Target) setPatched(key object.Key, owned map[string]any, record string)
 	t.keys[key] = st
 }
 
+// patchOrCreate writes an Applier target without server-side apply (an
+// offline client, a view): desired creates the object when it is missing,
+// with its status through PatchStatus for a kind with the status
+// subresource, and is applied as a Patcher applies it otherwise.
 func (t *Target) patchOrCreate(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
 	if desired != nil {
 		existing, err := t.get(ctx, key)
@@ -121,6 +135,20 @@ func (t *Target) patchOrCreate(ctx context.Context, key object.Key, desired map[
 			patch := stripServerFields(desired)
 			delete(patch, "apiVersion")
 			delete(patch, "kind")
+			if st, ok := statusOf(patch); ok && t.Status {
+				// A kind with the status subresource is created without
+				// its status: it follows through .../status. When that
+				// fails, the status is not recorded as written, so the
+				// retry (a patch) sends it.
+				b, err := json.Marshal(map[string]any{"status": st})
+				if err != nil {
+					return true, err
+				}
+				if err := t.call(ctx, "patch-status", func() error { return t.client.PatchStatus(ctx, t.GVK, key, b) }); err != nil {
+					t.setWritten(key, withoutStatus(patch))
+					return true, err
+				}
+			}
 			t.setWritten(key, patch)
 			return true, nil
 		}

@@ -47,6 +47,13 @@ type OfflineOptions struct {
 	// manager finds in its cluster (see Start). A store must not be used
 	// by two runs that are not stopped (Stop).
 	Store *view.Store
+	// StatusSubresource, when set, reports the target kinds that have the
+	// status subresource: the run's client models it (see
+	// controller.StoreClient.StatusSubresource) and the controllers write
+	// the status of such a kind with a second call, as a manager does when
+	// discovery says a kind has the subresource. Nil (dctl eval): no kind
+	// has it, and a status is written with its object.
+	StatusSubresource func(gvk schema.GroupVersionKind) bool
 }
 
 // KnownVersions are the preferred versions of common Kubernetes kinds' groups,
@@ -116,12 +123,15 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 			copts := controller.Options{
 				Operator:        op.Name,
 				Index:           i,
-				Client:          offlineClient{StoreClient: controller.StoreClient{Store: o.Store}, applier: appliers(spec)},
+				Client:          offlineClient{StoreClient: controller.StoreClient{Store: o.Store, StatusSubresource: opts.StatusSubresource}, applier: appliers(spec)},
 				ResolveVersion:  o.resolveVersion,
 				Logger:          opts.Logger,
 				MaxDeltaEntries: maxDeltaEntries(op, opts.MaxDeltaEntries),
 				MaxObjectBytes:  opts.MaxObjectBytes,
 				EvalLimits:      opts.EvalLimits,
+			}
+			if has := opts.StatusSubresource; has != nil {
+				copts.HasStatus = func(gvk schema.GroupVersionKind) (bool, error) { return has(gvk), nil }
 			}
 			if opts.Trace != nil {
 				copts.Trace = func(ctrl, stage string, d *dbsp.ZSet) { opts.Trace(opName, ctrl, stage, d) }
