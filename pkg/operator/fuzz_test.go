@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/view"
 )
@@ -82,6 +84,16 @@ type fuzzCase struct {
 	patcher bool
 	steps   []fuzzStep
 	changes []*unstructured.Unstructured // the changes of steps, in order
+	// existing are the objects in the store before the first start (the
+	// objects of Patcher targets); nil with patcher: patchTargets().
+	existing []*unstructured.Unstructured
+	// status: the target kinds modelled with the status subresource
+	// (OfflineOptions.StatusSubresource).
+	status map[string]bool
+	// released: the name prefixes of the objects of Applier targets, which
+	// stay when the output goes, without the fields the Applier released
+	// (see withoutReleased).
+	released []string
 }
 
 // fuzzStep is one step of a fuzz run: a change of a source object (a
@@ -91,6 +103,9 @@ type fuzzCase struct {
 // the same store (a manager restart).
 type fuzzStep struct {
 	change *unstructured.Unstructured
+	// batch: changes made at once (Offline.ApplyAll, as dctl eval makes
+	// them).
+	batch []*unstructured.Unstructured
 	resync bool
 	// restart, with down: the changes made while stopped.
 	restart bool
@@ -109,6 +124,12 @@ const (
 
 func decodeFuzz(data []byte) (*fuzzCase, error) {
 	f := &fuzzBytes{b: data}
+	if len(data) > 0 && data[0] >= fuzzBranchForm {
+		f.next()
+		fc, sources := decodeBranchForm(f)
+		decodeSteps(f, fc, sources)
+		return fc, nil
+	}
 	sources := []string{"A"}
 	var stages []string
 	if f.pick(3) == 0 {
@@ -135,7 +156,13 @@ func decodeFuzz(data []byte) (*fuzzCase, error) {
 		spec.Sources = append(spec.Sources, opv1a1.Source{Resource: opv1a1.Resource{APIGroup: &fuzzGroup, Version: strPtr("v1"), Kind: kind}})
 	}
 	fc.op = &opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: "fuzz"}, Spec: opv1a1.OperatorSpec{Controllers: []opv1a1.Controller{spec}}}
+	decodeSteps(f, fc, sources)
+	return fc, nil
+}
 
+// decodeSteps decodes the rest of f into fc's steps, changes of objects of
+// the kinds sources.
+func decodeSteps(f *fuzzBytes, fc *fuzzCase, sources []string) {
 	live := map[string]bool{}
 	change := func(b int) *unstructured.Unstructured {
 		kind := sources[b%len(sources)]
@@ -155,17 +182,25 @@ func decodeFuzz(data []byte) (*fuzzCase, error) {
 		switch b := f.next(); {
 		case b >= fuzzRestart:
 			st := fuzzStep{restart: true}
+			var after []fuzzStep
 			for n := b - fuzzRestart; n > 0 && !f.done(); n-- {
-				st.down = append(st.down, change(f.next()))
+				if len(fc.released) > 0 {
+					// An Applier keeps no record of what it applied, so an
+					// output that goes while the manager is stopped leaves
+					// its fields (docs/concepts.md): with an Applier target
+					// these changes are made after the start.
+					after = append(after, fuzzStep{change: change(f.next())})
+				} else {
+					st.down = append(st.down, change(f.next()))
+				}
 			}
-			fc.steps = append(fc.steps, st)
+			fc.steps = append(append(fc.steps, st), after...)
 		case b >= fuzzResync:
 			fc.steps = append(fc.steps, fuzzStep{resync: true})
 		default:
 			fc.steps = append(fc.steps, fuzzStep{change: change(b)})
 		}
 	}
-	return fc, nil
 }
 
 func strPtr(s string) *string { return &s }
@@ -222,11 +257,19 @@ func patchTargets() []*unstructured.Unstructured {
 
 // runFuzz runs steps in order, starting with a fresh offline run of fc's
 // operator, and returns the target objects without the owner annotation.
-func runFuzz(t *testing.T, fc *fuzzCase, steps []fuzzStep) []map[string]any {
+// With
+// subresource the target kinds fc.status names are modelled with the
+// status subresource (OfflineOptions.StatusSubresource); without, no kind
+// has it, as in dctl eval.
+func runFuzz(t *testing.T, fc *fuzzCase, steps []fuzzStep, subresource bool) []map[string]any {
 	t.Helper()
 	ctx := context.Background()
+	var status func(schema.GroupVersionKind) bool
+	if subresource && len(fc.status) > 0 {
+		status = func(gvk schema.GroupVersionKind) bool { return gvk.Group == fuzzGroup && fc.status[gvk.Kind] }
+	}
 	start := func(store *view.Store) *Offline {
-		off, err := NewOffline([]*opv1a1.Operator{fc.op}, OfflineOptions{Store: store})
+		off, err := NewOffline([]*opv1a1.Operator{fc.op}, OfflineOptions{Store: store, StatusSubresource: status})
 		if err != nil {
 			t.Fatalf("operator does not compile: %v\npipeline: %s", err, fc.op.Spec.Controllers[0].Pipeline.Raw)
 		}
@@ -237,17 +280,25 @@ func runFuzz(t *testing.T, fc *fuzzCase, steps []fuzzStep) []map[string]any {
 		return off
 	}
 	off := start(nil)
+	existing := fc.existing
 	if fc.patcher {
-		for _, u := range patchTargets() {
-			if _, err := off.Store.Create(u); err != nil {
-				t.Fatal(err)
-			}
+		existing = patchTargets()
+	}
+	for _, u := range existing {
+		if _, err := off.Store.Create(u.DeepCopy()); err != nil {
+			t.Fatal(err)
 		}
 	}
 	for _, st := range steps {
 		switch {
 		case st.change != nil:
 			_ = off.Apply(ctx, st.change.DeepCopy())
+		case st.batch != nil:
+			objs := make([]*unstructured.Unstructured, len(st.batch))
+			for i, u := range st.batch {
+				objs[i] = u.DeepCopy()
+			}
+			_ = off.ApplyAll(ctx, objs)
 		case st.resync:
 			_ = off.Resync(ctx)
 		case st.restart:
@@ -260,25 +311,76 @@ func runFuzz(t *testing.T, fc *fuzzCase, steps []fuzzStep) []map[string]any {
 	}
 	var out []map[string]any
 	for _, u := range off.Result() {
-		if u.GetKind() != "Out" {
-			continue
-		}
 		m := object.StripServerFields(u.Object)
 		if md, ok := m["metadata"].(map[string]any); ok {
-			// A null map is no map, as the API server stores it.
+			if ann, ok := md["annotations"].(map[string]any); ok {
+				delete(ann, opv1a1.OwnerAnnotation)
+			}
+			// A null status is no status (see controller.Target.Status).
+			if v, ok := m["status"]; ok && v == nil {
+				delete(m, "status")
+			}
+			// A null or empty map is no map, as the API server stores it.
 			for _, k := range []string{"labels", "annotations"} {
-				if v, ok := md[k]; ok && v == nil {
+				if v, ok := md[k]; ok && (v == nil || reflect.DeepEqual(v, map[string]any{})) {
 					delete(md, k)
 				}
 			}
-			if ann, ok := md["annotations"].(map[string]any); ok {
-				delete(ann, opv1a1.OwnerAnnotation)
-				if len(ann) == 0 {
-					delete(md, "annotations")
-				}
-			}
+		}
+		// Compared as the API server serves it, in JSON: a number is a
+		// number whatever Go type a write path held it in.
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err = object.FromJSON(b); err != nil {
+			t.Fatal(err)
 		}
 		out = append(out, m)
+	}
+	return withoutReleased(out, fc.released)
+}
+
+// withoutReleased returns objs without the traces of Applier outputs that
+// went: an Applier gives up its fields when its output goes and leaves
+// the object, with the maps its fields were in (empty), so the objects of
+// outputs that came and went depend on the order of the changes, not only
+// on the final sources. In the objects whose names start with one of
+// prefixes, empty maps are removed, and an object left with nothing but
+// its name is dropped.
+func withoutReleased(objs []map[string]any, prefixes []string) []map[string]any {
+	if len(prefixes) == 0 {
+		return objs
+	}
+	var prune func(v any) (any, bool)
+	prune = func(v any) (any, bool) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return v, true
+		}
+		out := map[string]any{}
+		for k, e := range m {
+			if e, keep := prune(e); keep {
+				out[k] = e
+			}
+		}
+		return out, len(out) > 0
+	}
+	var out []map[string]any
+	for _, m := range objs {
+		md, _ := m["metadata"].(map[string]any)
+		name, _ := md["name"].(string)
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			out = append(out, m)
+			continue
+		}
+		pruned, _ := prune(m)
+		p := pruned.(map[string]any)
+		pmd, _ := p["metadata"].(map[string]any)
+		if len(p) == 3 && len(pmd) == 2 && pmd["namespace"] != nil { // apiVersion, kind, metadata{name, namespace}
+			continue
+		}
+		out = append(out, p)
 	}
 	return out
 }
@@ -290,6 +392,12 @@ func changeSteps(objs []*unstructured.Unstructured) []fuzzStep {
 		steps[i] = fuzzStep{change: u}
 	}
 	return steps
+}
+
+// batchStep returns the one step that makes the changes objs at once, as
+// dctl eval makes them.
+func batchStep(objs []*unstructured.Unstructured) []fuzzStep {
+	return []fuzzStep{{batch: objs}}
 }
 
 // finalSources returns the source objects left after the changes, in
@@ -340,35 +448,89 @@ func FuzzIncremental(f *testing.F) {
 		f.Add(slices.Concat([]byte{1, 0, target}, set, []byte{fuzzRestart + 1}, drop))
 		f.Add(slices.Concat([]byte{1, 0, target}, set, []byte{fuzzRestart + 1}, gone))
 	}
+	// Branch form (decodeBranchForm): Out Updater, Res Patcher and o2
+	// Applier, both kinds with the status subresource, a stream read by
+	// two branches, two branches unioned into Out, left joins with either
+	// side soft, each status form.
+	f.Add(slices.Concat([]byte{0x80, 2, 3, 0, 0, 1, 2, 0, 0, 0},
+		[]byte{1, 1, 0, 3, 0, 0, 1, 0, 0}, []byte{2, 0, 0, 4, 1, 0}, []byte{3, 0, 0, 2, 0, 1, 0}, fuzzTail(1)))
+	// Two named targets of kind Out (a Patcher o1 with the status
+	// subresource, an Updater o2), no stream.
+	f.Add(slices.Concat([]byte{0x81, 1, 1, 1, 1, 0, 1},
+		[]byte{2, 1, 0, 3, 2, 0, 1, 0, 1, 1}, []byte{3, 0, 1, 4, 0, 2, 6, 7}, fuzzTail(2)))
+	// An Applier Out and an Updater Res with the status subresource, a
+	// stream from B read by an inner join and unioned with a left join.
+	f.Add(slices.Concat([]byte{0x90, 0, 2, 2, 0, 0, 0, 1, 1, 9},
+		[]byte{1, 0, 0, 2, 1, 0}, []byte{3, 1, 0, 0, 0, 0, 3, 0, 0}, fuzzTail(3)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fc, err := decodeFuzz(data)
 		if err != nil {
 			return
 		}
-		got := runFuzz(t, fc, fc.steps)
-		want := runFuzz(t, fc, changeSteps(finalSources(fc.changes)))
+		got := runFuzz(t, fc, fc.steps, true)
+		want := runFuzz(t, fc, batchStep(finalSources(fc.changes)), true)
 		if !reflect.DeepEqual(got, want) {
-			g, _ := json.MarshalIndent(got, "", "  ")
-			w, _ := json.MarshalIndent(want, "", "  ")
-			var steps []string
-			for _, st := range fc.steps {
-				switch {
-				case st.change != nil:
-					b, _ := json.Marshal(st.change.Object)
-					steps = append(steps, string(b))
-				case st.resync:
-					steps = append(steps, "resync")
-				case st.restart:
-					steps = append(steps, "stop")
-					for _, u := range st.down {
-						b, _ := json.Marshal(u.Object)
-						steps = append(steps, "  (while stopped) "+string(b))
-					}
-					steps = append(steps, "start")
-				}
+			t.Fatalf("incremental result differs from the result from scratch\n%s", describeFuzz(fc, got, want))
+		}
+		if slices.Contains(slices.Collect(maps.Values(fc.status)), true) {
+			// The status written through the subresource (two calls) is
+			// the status written with the object (dctl eval). The
+			// Updater's record differs: it says whether the status went
+			// through the subresource.
+			got = withoutManagedRecord(got)
+			want = withoutManagedRecord(runFuzz(t, fc, batchStep(finalSources(fc.changes)), false))
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("result with the status subresource differs from dctl eval's\n%s", describeFuzz(fc, got, want))
 			}
-			t.Fatalf("incremental result differs from the result from scratch\npipeline (%s): %s\nsteps:\n%s\nincremental:\n%s\nfrom scratch:\n%s",
-				fc.op.Spec.Controllers[0].Target.Type, fc.op.Spec.Controllers[0].Pipeline.Raw, strings.Join(steps, "\n"), g, w)
 		}
 	})
+}
+
+// withoutManagedRecord returns objs without the Updater's
+// ManagedMetadataAnnotation (a copy of what changes).
+func withoutManagedRecord(objs []map[string]any) []map[string]any {
+	out := make([]map[string]any, len(objs))
+	for i, m := range objs {
+		md, _ := m["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		if _, ok := ann[controller.ManagedMetadataAnnotation]; !ok {
+			out[i] = m
+			continue
+		}
+		m, md, ann = maps.Clone(m), maps.Clone(md), maps.Clone(ann)
+		delete(ann, controller.ManagedMetadataAnnotation)
+		md["annotations"] = ann
+		if len(ann) == 0 {
+			delete(md, "annotations")
+		}
+		m["metadata"] = md
+		out[i] = m
+	}
+	return out
+}
+
+// describeFuzz renders a failing case: its targets, pipeline and steps,
+// and the two results compared.
+func describeFuzz(fc *fuzzCase, got, want []map[string]any) string {
+	g, _ := json.MarshalIndent(got, "", "  ")
+	w, _ := json.MarshalIndent(want, "", "  ")
+	var steps []string
+	for _, st := range fc.steps {
+		switch {
+		case st.change != nil:
+			b, _ := json.Marshal(st.change.Object)
+			steps = append(steps, string(b))
+		case st.resync:
+			steps = append(steps, "resync")
+		case st.restart:
+			steps = append(steps, "stop")
+			for _, u := range st.down {
+				b, _ := json.Marshal(u.Object)
+				steps = append(steps, "  (while stopped) "+string(b))
+			}
+			steps = append(steps, "start")
+		}
+	}
+	return fmt.Sprintf("targets: %s\npipeline: %s\nsteps:\n%s\nincremental:\n%s\nfrom scratch:\n%s",
+		describeTargets(fc), fc.op.Spec.Controllers[0].Pipeline.Raw, strings.Join(steps, "\n"), g, w)
 }

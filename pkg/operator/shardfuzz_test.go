@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/pipeline"
 )
 
@@ -25,7 +26,7 @@ func FuzzNamespaceSharded(f *testing.F) {
 	f.Add([]byte{2, 2, 2, 3, 0, 1, 1, 0, 2, 0x1f, 1, 1, 0, 0, 1, 2, 2, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fc, err := decodeFuzz(data)
-		if err != nil || fc.patcher {
+		if err != nil || fc.patcher || len(fc.existing) > 0 {
 			// A Patcher target of the fuzz cases is in namespace ns0
 			// whatever its sources: not namespace-local by construction.
 			return
@@ -39,14 +40,24 @@ func FuzzNamespaceSharded(f *testing.F) {
 		for _, s := range spec.Sources {
 			kinds = append(kinds, s.Kind)
 		}
-		p, err := pipeline.Compile(raw, kinds, pipeline.Options{Path: "spec.controllers[0].pipeline"})
+		opts := pipeline.Options{Path: "spec.controllers[0].pipeline", Dialect: controller.DialectOf(spec)}
+		if len(spec.Targets) > 0 {
+			for _, t := range spec.Targets {
+				name := t.Name
+				if name == "" {
+					name = t.Kind
+				}
+				opts.Outputs = append(opts.Outputs, name)
+			}
+		}
+		p, err := pipeline.Compile(raw, kinds, opts)
 		if err != nil {
 			t.Fatalf("pipeline does not compile: %v\n%s", err, spec.Pipeline.Raw)
 		}
 		if p.NamespaceLocal() != nil {
 			return
 		}
-		whole := runFuzz(t, fc, changeSteps(fc.changes))
+		whole := runFuzz(t, fc, changeSteps(fc.changes), true)
 		var union []map[string]any
 		for _, ns := range []string{"ns0", "ns1"} {
 			var mine []*unstructured.Unstructured
@@ -55,7 +66,7 @@ func FuzzNamespaceSharded(f *testing.F) {
 					mine = append(mine, u)
 				}
 			}
-			for _, out := range runFuzz(t, fc, changeSteps(mine)) {
+			for _, out := range runFuzz(t, fc, changeSteps(mine), true) {
 				md, _ := out["metadata"].(map[string]any)
 				if got, _ := md["namespace"].(string); got != ns {
 					t.Fatalf("the run over namespace %s wrote into namespace %q (accepted as namespace-local)\npipeline: %s\noutput: %v", ns, got, spec.Pipeline.Raw, out)
