@@ -105,7 +105,7 @@ type fuzzStep struct {
 	change *unstructured.Unstructured
 	// batch: changes made at once (Offline.ApplyAll, as dctl eval makes
 	// them).
-	batch []*unstructured.Unstructured
+	batch  []*unstructured.Unstructured
 	resync bool
 	// restart, with down: the changes made while stopped.
 	restart bool
