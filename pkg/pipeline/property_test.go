@@ -196,6 +196,22 @@ var propertyCases = []struct {
 				{"@groupBy": ["$.svc.metadata.name", "$.ctr.spec.containers.image"]},
 				{"@output": "Images"}]]`,
 		[]string{"Images"}},
+	// A stream written by two branches (a Pod in both is in it twice) and
+	// read by two left joins, soft on either side.
+	{"branches: left joins over a unioned stream read twice", []string{"Pod", "Service"}, `[
+			[{"@inputs": ["Pod"]}, {"@select": {"@eq": ["$.metadata.labels.tier", "fe"]}}, {"@output": "p"}],
+			[{"@inputs": ["Pod"]}, {"@select": {"@eq": ["$.metadata.labels.app", "a0"]}}, {"@output": "p"}],
+			[{"@inputs": ["Service", "p"]},
+				{"@join": [{"@and": [
+					{"@eq": ["$.Service.spec.selector.app", "$.p.metadata.labels.app"]},
+					{"@eq": ["$.Service.metadata.namespace", "$.p.metadata.namespace"]}]}, {"soft": ["p"]}]},
+				{"@groupBy": ["$.Service.metadata.name", "$.p.metadata.name"]},
+				{"@output": "Counts"}],
+			[{"@inputs": ["p", "Service"]},
+				{"@join": [{"@eq": ["$.Service.spec.selector.app", "$.p.metadata.labels.app"]}, {"soft": ["Service"]}]},
+				{"@project": {"pod": "$.p.metadata.name", "svc": "$.Service.metadata.name"}},
+				{"@output": "Matches"}]]`,
+		[]string{"Counts", "Matches"}},
 }
 
 // successorPropertyCases are pipelines of the property tests compiled in
