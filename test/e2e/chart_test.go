@@ -230,8 +230,8 @@ func TestKustomizeMatchesChart(t *testing.T) {
 
 	// The CRDs are installed already; validate them with a dry run only.
 	crds, rest := splitCRDs(t, kust)
-	if strings.Count(crds, "kind: CustomResourceDefinition") != 4 {
-		t.Errorf("kustomize renders %d CRDs, want 4", strings.Count(crds, "kind: CustomResourceDefinition"))
+	if strings.Count(crds, "kind: CustomResourceDefinition") != 5 {
+		t.Errorf("kustomize renders %d CRDs, want 5", strings.Count(crds, "kind: CustomResourceDefinition"))
 	}
 	mustKubectl(t, crds, "apply", "--dry-run=server", "-f", "-")
 	applyManifests(t, rest)
