@@ -1,0 +1,23 @@
+// Package rgd compiles kro's ResourceGraphDefinition (api/kro/v1alpha1) into
+// what dcontroller runs: the CustomResourceDefinition of the instance kind
+// the RGD declares, and (as the package grows) the Operator controllers and
+// pipelines that produce each instance's resources and status. The runtime
+// runs those controllers like any other: it does not know they came from an
+// RGD.
+//
+// The package is pure: it reads an RGD and returns objects and errors, with
+// no client and no cluster. Every error is an *Error whose path points into
+// the RGD (`spec.schema.spec.replicas: unknown type "strin"`).
+//
+// Schema (schema.go): kro's SimpleSchema, the compact field language of
+// spec.schema.spec and spec.schema.types ("integer | default=1 minimum=1",
+// "[]string", "map[string]Person", nested maps), becomes an OpenAPI v3
+// structural schema with kro's markers (required, default, description,
+// enum, minimum, maximum, pattern, minLength, maxLength, minItems,
+// maxItems, uniqueItems, listType, listMapKey, immutable, validation). CRD
+// builds the whole instance CRD: group (kro.run by default), version, kind
+// and the names kro derives from it, scope, the status subresource, the
+// status fields with kro's state and conditions, printer columns, short
+// names and categories. docs/kro.md lists the markers and where the package
+// differs from kro.
+package rgd
