@@ -20,4 +20,22 @@
 // status fields with kro's state and conditions, printer columns, short
 // names and categories. docs/kro.md lists the markers and where the package
 // differs from kro.
+//
+// Expressions (template.go, cel.go): ScanString finds kro's ${...} in a
+// string (braces balanced outside CEL string literals, ${"${VAR}"} for a
+// literal "${VAR}"); FindFields walks a template and returns each value
+// holding one, with its path, as a standalone expression (the value keeps
+// its CEL type) or a string template (one CEL concatenation). Env compiles
+// them with the variables kro defines (schema, each resource id, forEach
+// iterators, each) and the libraries kro declares: cel-go's extensions, the
+// Kubernetes CEL libraries and kro's own functions (hash.*, json.*,
+// random.*, merge, deepMerge, lists.*AtIndex, omit), which give kro's
+// values; runtime.* is refused by name (RefusedFunctions). Evaluation is
+// bounded by cel-go's cost limit and gives JSON values.
+//
+// Graph (graph.go): BuildGraph compiles every expression of an RGD's
+// resources and status, checks what each place may reference, and orders
+// the resources: a reference to another resource's observed state is an
+// edge, the order is kro's (dependencies first, ties by declaration), a
+// cycle is an error naming it. docs/kro.md has the tables.
 package rgd
