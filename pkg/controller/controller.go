@@ -277,6 +277,9 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := t.setPolicies(ts); err != nil {
+			return nil, err
+		}
 		c.targets = append(c.targets, t)
 	}
 	var raw any

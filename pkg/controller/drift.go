@@ -33,14 +33,28 @@ const (
 // carries the owner annotation of another controller that still runs: the
 // controller does not take the object over (two controllers writing one
 // object would overwrite each other forever).
+//
+// A target with adoption Create refuses an existing object it did not
+// create the same way: NotCreated then says how that shows (e.g.
+// "carries no dcontroller.io/owner annotation"), and Owner is the owner
+// annotation found ("" when none).
 type OwnerConflictError struct {
-	Kind  string
-	Key   object.Key
-	Owner string // the other controller, "<operator>/<controller>"
+	Kind       string
+	Key        object.Key
+	Owner      string // the other controller, "<operator>/<controller>"
+	NotCreated string
 }
 
 func (e *OwnerConflictError) Error() string {
-	return fmt.Sprintf("%s %s is owned by %s (annotation %s); not taking it over while that controller runs", e.Kind, e.Key, e.Owner, opv1a1.OwnerAnnotation)
+	return e.Kind + " " + e.Key.String() + " " + conflictWords(e.Owner, e.NotCreated)
+}
+
+// conflictWords says what is wrong with an object of an owner conflict.
+func conflictWords(owner, notCreated string) string {
+	if notCreated != "" {
+		return fmt.Sprintf("exists and %s; with adoption Create the controller writes only objects it created", notCreated)
+	}
+	return fmt.Sprintf("is owned by %s (annotation %s); not taking it over while that controller runs", owner, opv1a1.OwnerAnnotation)
 }
 
 // ownerLive reports whether another owner still runs; see Options.OwnerLive.
@@ -51,16 +65,17 @@ func (t *Target) ownerLive(owner string) bool {
 	return t.c.opts.OwnerLive(owner)
 }
 
-func (t *Target) setConflict(key object.Key, owner string) {
+func (t *Target) setConflict(key object.Key, e *OwnerConflictError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.conflicts == nil {
-		t.conflicts = map[object.Key]string{}
+		t.conflicts = map[object.Key]OwnerConflict{}
 	}
-	if t.conflicts[key] != owner {
-		t.c.opts.Logger.Info("target object owned by another controller; not taking it over", "kind", t.GVK.Kind, "key", key.String(), "owner", owner)
+	oc := OwnerConflict{Key: key, Owner: e.Owner, NotCreated: e.NotCreated}
+	if prev, ok := t.conflicts[key]; !ok || prev != oc {
+		t.c.opts.Logger.Info("target object owned by another controller, or not created by this one; not taking it over", "kind", t.GVK.Kind, "key", key.String(), "owner", e.Owner, "notCreated", e.NotCreated)
 	}
-	t.conflicts[key] = owner
+	t.conflicts[key] = oc
 }
 
 func (t *Target) clearConflict(key object.Key) {
@@ -69,10 +84,13 @@ func (t *Target) clearConflict(key object.Key) {
 	delete(t.conflicts, key)
 }
 
-// OwnerConflict is a target object that another controller owns.
+// OwnerConflict is a target object that another controller owns, or,
+// for a target with adoption Create, that it did not create (NotCreated
+// says how that shows; see OwnerConflictError).
 type OwnerConflict struct {
-	Key   object.Key
-	Owner string
+	Key        object.Key
+	Owner      string
+	NotCreated string
 }
 
 // Conflicts returns the target objects this controller should write but
@@ -82,8 +100,8 @@ func (t *Target) Conflicts() []OwnerConflict {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]OwnerConflict, 0, len(t.conflicts))
-	for k, o := range t.conflicts {
-		out = append(out, OwnerConflict{Key: k, Owner: o})
+	for _, oc := range t.conflicts {
+		out = append(out, oc)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key.String() < out[j].Key.String() })
 	return out
@@ -205,7 +223,8 @@ func (t *Target) Tracks(obj *unstructured.Unstructured) bool {
 	key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	t.mu.Lock()
 	written := t.keys[key].written.set
-	tracked := written || t.failed[key] || t.conflicts[key] != "" || t.restores[key] != nil
+	_, conflict := t.conflicts[key]
+	tracked := written || t.failed[key] || conflict || t.restores[key] != nil
 	t.mu.Unlock()
 	if tracked {
 		return true
@@ -269,9 +288,7 @@ func describeKeys[T any](kind string, items []T, name func(T) string, what func(
 func (t *Target) ConflictMessage() string {
 	return describeKeys(t.GVK.Kind, t.Conflicts(),
 		func(o OwnerConflict) string { return o.Key.String() },
-		func(o OwnerConflict) string {
-			return fmt.Sprintf("is owned by %s (annotation %s); not taking it over while that controller runs", o.Owner, opv1a1.OwnerAnnotation)
-		})
+		func(o OwnerConflict) string { return conflictWords(o.Owner, o.NotCreated) })
 }
 
 // ContestedMessage words Contested for a status condition; "" when there

@@ -66,6 +66,14 @@ func (s sizeLimited) checkLen(kind string, n int) error {
 		"the %s is %d bytes encoded as JSON, over the limit of %d bytes for one object (dctl --max-object-bytes); it was not sent", kind, n, s.max))
 }
 
+// GetLive reads through the wrapped Client's LiveReader, else its Get.
+func (s sizeLimited) GetLive(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
+	if lr, ok := s.Client.(LiveReader); ok {
+		return lr.GetLive(ctx, gvk, key)
+	}
+	return s.Client.Get(ctx, gvk, key)
+}
+
 func (s sizeLimited) Create(ctx context.Context, obj *unstructured.Unstructured) error {
 	if err := s.check(obj); err != nil {
 		return err

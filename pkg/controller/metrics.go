@@ -40,6 +40,15 @@ var (
 		Name: "dcontroller_target_writes_skipped_total",
 		Help: "Target writes skipped because the target already held the desired state.",
 	}, []string{"operator", "controller"})
+	// TargetLiveReads counts the reads of a target object from the API
+	// server itself, past the informer cache, for the managedFields it
+	// drops: the hand-off of externalFields, adoption Create and
+	// deletionPolicy Orphan of an Applier. The series appears with the
+	// first read.
+	TargetLiveReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dcontroller_target_live_reads_total",
+		Help: "Reads of a target object's managedFields from the API server (externalFields hand-off, adoption Create or deletionPolicy Orphan of an Applier).",
+	}, []string{"operator", "controller"})
 	// Errors counts errors by kind: pipeline (evaluation), output (an
 	// output object without a name, or several outputs for one object),
 	// write (a failed target write).
@@ -61,7 +70,7 @@ var (
 var errorKinds = []string{"pipeline", "output", "write"}
 
 func init() {
-	metrics.Registry.MustRegister(DeltasIn, DeltasOut, PipelineSeconds, TargetWrites, TargetSkipped, Errors, Ready)
+	metrics.Registry.MustRegister(DeltasIn, DeltasOut, PipelineSeconds, TargetWrites, TargetSkipped, TargetLiveReads, Errors, Ready)
 }
 
 // writeOperations are the operation label values of TargetWrites that a
@@ -119,7 +128,7 @@ func DeleteMetrics(operator, controller string) {
 	labels := prometheus.Labels{"operator": operator, "controller": controller}
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{DeltasIn, DeltasOut, PipelineSeconds, TargetWrites, TargetSkipped, Errors, Ready} {
+	}{DeltasIn, DeltasOut, PipelineSeconds, TargetWrites, TargetSkipped, TargetLiveReads, Errors, Ready} {
 		v.DeletePartialMatch(labels)
 	}
 }

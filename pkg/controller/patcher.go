@@ -64,6 +64,23 @@ func (t *Target) patch(ctx context.Context, key object.Key, desired map[string]a
 		t.delWritten(key)
 		return false, nil
 	}
+	if desired == nil && t.pol.deletion == opv1a1.DeletionOrphan {
+		// The fields stay; only the record goes.
+		t.delWritten(key)
+		t.forgetHandoff(key)
+		if !hadRecord {
+			return false, nil
+		}
+		unmark := unmarkPatch(existing, t.patchRecord)
+		if err := t.call(ctx, "patch", func() error { return t.client.Patch(ctx, t.GVK, key, unmark) }); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	// Fields another writer took over are neither set nor removed.
+	if patch, prev, err = t.patchHandOff(ctx, key, existing, patch, prev); err != nil {
+		return false, err
+	}
 	full := object.RemovalPatch(prev, patch)
 	var owned map[string]any
 	var record string
@@ -127,6 +144,9 @@ func (t *Target) patchOrCreate(ctx context.Context, key object.Key, desired map[
 			return false, err
 		}
 		if existing == nil {
+			if t.pol.adoption == opv1a1.Adopt {
+				return false, ErrAdoptTargetMissing
+			}
 			obj := &unstructured.Unstructured{Object: stripServerFields(desired)}
 			obj.SetGroupVersionKind(t.GVK)
 			if err := t.call(ctx, "create", func() error { return t.client.Create(ctx, obj) }); err != nil {
@@ -151,6 +171,13 @@ func (t *Target) patchOrCreate(ctx context.Context, key object.Key, desired map[
 			}
 			t.setWritten(key, patch)
 			return true, nil
+		}
+		if t.pol.adoption == opv1a1.Create {
+			if ok, err := t.appliedBefore(ctx, key); err != nil {
+				return false, err
+			} else if !ok {
+				return false, t.createRefusal(key, "", "was not written by this controller")
+			}
 		}
 	}
 	return t.patch(ctx, key, desired)

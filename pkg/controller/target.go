@@ -55,14 +55,16 @@ type Target struct {
 	// state last written (one map rather than two: most keys have both).
 	keys   map[object.Key]targetState
 	failed map[object.Key]bool // target keys whose last write failed
-	// conflicts: target keys owned by another running controller, by owner.
-	conflicts map[object.Key]string
+	// conflicts: target keys owned by another running controller, or not
+	// created by this one (adoption Create).
+	conflicts map[object.Key]OwnerConflict
 	// restores: target keys restored after changes by another writer.
 	restores map[object.Key]*restoreState
 	// unencodable holds the target keys whose output JSON cannot carry (a
 	// NaN or ±Inf number), until their output changes; see checkEncodable.
 	unencodable map[object.Key]error
 	counters    opv1a1.Counters // Writes and WriteErrors
+	pol         policies        // externalFields, deletionPolicy, adoption (policy.go)
 }
 
 // newTarget returns the target of controller c whose resolved kind is gvk
@@ -290,11 +292,12 @@ func (t *Target) syncKey(ctx context.Context, key object.Key, recordOutput bool)
 	}
 	var err error
 	var wrote bool
+	ctx = t.writeContext(ctx)
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		wrote, err = t.write(ctx, key, desired)
 		var conflict *OwnerConflictError
 		if errors.As(err, &conflict) {
-			t.setConflict(key, conflict.Owner)
+			t.setConflict(key, conflict)
 			t.mu.Lock()
 			delete(t.failed, key)
 			t.mu.Unlock()

@@ -20,12 +20,16 @@ func (t *Target) update(ctx context.Context, key object.Key, desired map[string]
 	}
 	if desired == nil {
 		t.delWritten(key)
+		t.forgetHandoff(key)
 		if existing == nil {
 			return false, nil
 		}
 		if !t.IsView() && existing.GetAnnotations()[opv1a1.OwnerAnnotation] != t.owner {
 			// Not ours to delete (it existed before this controller wrote it).
 			return false, nil
+		}
+		if t.pol.deletion == opv1a1.DeletionOrphan {
+			return t.orphanUpdated(ctx, key, existing)
 		}
 		if err := t.call(ctx, "delete", func() error { return t.client.Delete(ctx, t.GVK, key) }); err != nil && !apierrors.IsNotFound(err) {
 			return false, err
@@ -78,11 +82,17 @@ func (t *Target) update(ctx context.Context, key object.Key, desired map[string]
 				if t.ownerLive(owner) {
 					return false, &OwnerConflictError{Kind: t.GVK.Kind, Key: key, Owner: owner}
 				}
+				if t.pol.adoption == opv1a1.Create {
+					return false, t.createRefusal(key, owner, notCreatedWhy(owner))
+				}
 				// The owner is gone: adopt the object, but not its
 				// managed keys (they are not this controller's).
 				ours = false
 				t.c.opts.Logger.Info("adopting a target object whose owner no longer runs", "kind", t.GVK.Kind, "key", key.String(), "owner", owner)
 			} else if owner == "" {
+				if t.pol.adoption == opv1a1.Create {
+					return false, t.createRefusal(key, owner, notCreatedWhy(owner))
+				}
 				ours = false
 			}
 		}
@@ -92,11 +102,19 @@ func (t *Target) update(ctx context.Context, key object.Key, desired map[string]
 		ann = nil
 	}
 	if existing == nil {
+		if t.pol.adoption == opv1a1.Adopt {
+			return false, ErrAdoptTargetMissing
+		}
+		t.forgetHandoff(key)
 		setMetadataMap(obj.Object, "annotations", ann)
+		// What was sent is recorded: a Client may decode the API server's
+		// answer into obj (defaults and status included), which the next
+		// comparison would find dropped from the output.
+		sent := obj.Object
 		if err := t.call(ctx, "create", func() error { return t.client.Create(ctx, obj) }); err != nil {
 			return false, err
 		}
-		return t.finishUpdate(ctx, key, obj.Object, obj.Object, desired, record, digest, true, priorStatus{})
+		return t.finishUpdate(ctx, key, obj.Object, sent, desired, record, digest, true, priorStatus{})
 	}
 	// Labels and annotations are merged with what is there; the output wins,
 	// and the keys this controller set before and the output no longer sets
@@ -127,18 +145,32 @@ func (t *Target) update(ctx context.Context, key object.Key, desired map[string]
 	// The object carries the new record (the output wins the merge), so a
 	// different record on the existing object answers Contains at once: an
 	// output that changed since the last write changed its digest.
-	if len(droppedLabels) == 0 && len(droppedAnns) == 0 &&
-		(record == "" || existingAnns[ManagedMetadataAnnotation] == record) &&
-		object.Contains(existing.Object, t.mainPart(obj.Object)) &&
-		(!known || !droppedOutsideMetadataMaps(t.mainPart(prev.doc), t.mainPart(obj.Object))) &&
-		(known || !t.IsView() || object.Equal(withoutMetadata(existing.Object), withoutMetadata(obj.Object))) {
+	unchanged := func() bool {
+		return len(droppedLabels) == 0 && len(droppedAnns) == 0 &&
+			(record == "" || existingAnns[ManagedMetadataAnnotation] == record) &&
+			object.Contains(existing.Object, t.mainPart(obj.Object)) &&
+			(!known || !droppedOutsideMetadataMaps(t.mainPart(prev.doc), t.mainPart(obj.Object))) &&
+			(known || !t.IsView() || object.Equal(withoutMetadata(existing.Object), withoutMetadata(obj.Object)))
+	}
+	if unchanged() {
 		return t.finishUpdate(ctx, key, existing.Object, obj.Object, desired, record, digest, false, prior)
 	}
+	// About to write: the external fields another writer has written keep
+	// their live values (see Target.handedOff).
+	if kept, handed, err := t.keepHandedOff(ctx, key, existing, obj.Object, true); err != nil {
+		return false, err
+	} else if handed != nil {
+		obj.Object = kept
+		if unchanged() {
+			return t.finishUpdate(ctx, key, existing.Object, obj.Object, desired, record, digest, false, prior)
+		}
+	}
 	obj.SetResourceVersion(existing.GetResourceVersion())
+	sent := obj.Object // as for a create
 	if err := t.call(ctx, "update", func() error { return t.client.Update(ctx, obj) }); err != nil {
 		return false, err
 	}
-	return t.finishUpdate(ctx, key, obj.Object, obj.Object, desired, record, digest, true, prior)
+	return t.finishUpdate(ctx, key, obj.Object, sent, desired, record, digest, true, prior)
 }
 
 // droppedFields reports whether next no longer sets a path prev set (a

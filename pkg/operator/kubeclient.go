@@ -17,8 +17,34 @@ import (
 // kubeClient adapts a controller-runtime client (reads served from the
 // shared informer cache) to controller.Client. Reads return the cache's own
 // objects, not copies: controllers never modify them (see
-// controller.Client).
-type kubeClient struct{ c client.Client }
+// controller.Client). live, when set, reads from the API server itself
+// (GetLive: the cache drops managedFields). Writes send the field manager
+// their context carries (controller.WithFieldManager).
+type kubeClient struct {
+	c    client.Client
+	live client.Reader
+}
+
+// fieldOwner returns the write options naming the field manager of ctx.
+func fieldOwner(ctx context.Context) []client.CreateOption {
+	if fm := controller.FieldManagerFrom(ctx); fm != "" {
+		return []client.CreateOption{client.FieldOwner(fm)}
+	}
+	return nil
+}
+
+// GetLive reads one object from the API server, managedFields included
+// (controller.LiveReader); without an API reader, from the cache.
+func (k kubeClient) GetLive(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
+	if k.live == nil {
+		return k.Get(ctx, gvk, key)
+	}
+	u := newObj(gvk)
+	if err := k.live.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
 
 func newObj(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
@@ -48,11 +74,15 @@ func (k kubeClient) List(ctx context.Context, gvk schema.GroupVersionKind) ([]*u
 }
 
 func (k kubeClient) Create(ctx context.Context, obj *unstructured.Unstructured) error {
-	return k.c.Create(ctx, obj)
+	return k.c.Create(ctx, obj, fieldOwner(ctx)...)
 }
 
 func (k kubeClient) Update(ctx context.Context, obj *unstructured.Unstructured) error {
-	return k.c.Update(ctx, obj)
+	var opts []client.UpdateOption
+	if fm := controller.FieldManagerFrom(ctx); fm != "" {
+		opts = append(opts, client.FieldOwner(fm))
+	}
+	return k.c.Update(ctx, obj, opts...)
 }
 
 // Patch sends a merge patch. The answer is asked for as metadata only
@@ -64,7 +94,11 @@ func (k kubeClient) Patch(ctx context.Context, gvk schema.GroupVersionKind, key 
 	m.SetGroupVersionKind(gvk)
 	m.SetNamespace(key.Namespace)
 	m.SetName(key.Name)
-	return k.c.Patch(ctx, m, client.RawPatch(types.MergePatchType, mergePatch))
+	var opts []client.PatchOption
+	if fm := controller.FieldManagerFrom(ctx); fm != "" {
+		opts = append(opts, client.FieldOwner(fm))
+	}
+	return k.c.Patch(ctx, m, client.RawPatch(types.MergePatchType, mergePatch), opts...)
 }
 
 func (k kubeClient) Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
@@ -72,7 +106,11 @@ func (k kubeClient) Apply(ctx context.Context, obj *unstructured.Unstructured, f
 }
 
 func (k kubeClient) UpdateStatus(ctx context.Context, obj *unstructured.Unstructured) error {
-	return k.c.Status().Update(ctx, obj)
+	var opts []client.SubResourceUpdateOption
+	if fm := controller.FieldManagerFrom(ctx); fm != "" {
+		opts = append(opts, client.FieldOwner(fm))
+	}
+	return k.c.Status().Update(ctx, obj, opts...)
 }
 
 // PatchStatus sends a merge patch to the status subresource; the answer
@@ -82,7 +120,11 @@ func (k kubeClient) PatchStatus(ctx context.Context, gvk schema.GroupVersionKind
 	m.SetGroupVersionKind(gvk)
 	m.SetNamespace(key.Namespace)
 	m.SetName(key.Name)
-	return k.c.Status().Patch(ctx, m, client.RawPatch(types.MergePatchType, mergePatch))
+	var opts []client.SubResourcePatchOption
+	if fm := controller.FieldManagerFrom(ctx); fm != "" {
+		opts = append(opts, client.FieldOwner(fm))
+	}
+	return k.c.Status().Patch(ctx, m, client.RawPatch(types.MergePatchType, mergePatch), opts...)
 }
 
 func (k kubeClient) ApplyStatus(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
@@ -127,6 +169,15 @@ func (r routerClient) List(ctx context.Context, gvk schema.GroupVersionKind) ([]
 		return s.list(), nil
 	}
 	return r.pick(gvk).List(ctx, gvk)
+}
+
+// GetLive reads a native object from the API server (managedFields
+// included, see controller.LiveReader); a view as Get does.
+func (r routerClient) GetLive(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
+	if lr, ok := r.pick(gvk).(controller.LiveReader); ok {
+		return lr.GetLive(ctx, gvk, key)
+	}
+	return r.Get(ctx, gvk, key)
 }
 
 func (r routerClient) shardedOf(gvk schema.GroupVersionKind) *shardedSource {

@@ -109,20 +109,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	op := &opv1a1.Operator{}
 	if err := r.Client.Get(ctx, req.NamespacedName, op); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.stop(&opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: req.Name}}, "operator deleted: controllers stopped, views dropped")
+			r.stop(&opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: req.Name}}, true, "operator deleted: controllers stopped, views dropped")
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if !op.DeletionTimestamp.IsZero() {
-		r.stop(op, "operator being deleted: controllers stopped, views dropped")
+		r.stop(op, true, "operator being deleted: controllers stopped, views dropped")
 		return ctrl.Result{}, nil
 	}
 	byNamespace := r.Ring != nil && op.Spec.Sharding == opv1a1.ShardByNamespace
 	if !ours && !byNamespace {
 		// Another member of the ring runs it (stopped here when this
 		// member released its bucket, or now if its sharding changed).
-		r.stop(op, "operator runs on another member of the ring: controllers stopped, views dropped here")
+		r.stop(op, false, "operator runs on another member of the ring: controllers stopped, views dropped here")
 		return ctrl.Result{}, nil
 	}
 	runCtx := r.ctx
@@ -222,12 +222,19 @@ func (r *Reconciler) takePending(name string, generation int64) (pendingStart, b
 	return p, ok && p.generation == generation
 }
 
-// stop stops a running operator and records a Stopped event on it.
-func (r *Reconciler) stop(op *opv1a1.Operator, msg string) {
+// stop stops a running operator and records a Stopped event on it;
+// deleted says the Operator was
+// deleted (its Orphan targets then remove their marks, see
+// Runtime.Deleted), not handed to another member of the ring.
+func (r *Reconciler) stop(op *opv1a1.Operator, deleted bool, msg string) {
 	if _, running := r.Runtime.Status(op.Name, 0); !running {
 		return
 	}
-	r.Runtime.Delete(op.Name)
+	if deleted {
+		r.Runtime.Deleted(op.Name)
+	} else {
+		r.Runtime.Delete(op.Name)
+	}
 	if r.Recorder != nil {
 		r.Recorder.Eventf(op, nil, corev1.EventTypeNormal, "Stopped", "Stop", "%s", msg)
 	}
@@ -298,7 +305,7 @@ func (r *Reconciler) onReshard(acquired, released sharding.BucketSet) {
 			r.Runtime.Delete(name)
 			restart = append(restart, name)
 		case released.Has(sharding.NameBucket(name)):
-			r.stop(&opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: name}}, "operator handed over to another member of the ring: controllers stopped, views dropped here")
+			r.stop(&opv1a1.Operator{ObjectMeta: metav1.ObjectMeta{Name: name}}, false, "operator handed over to another member of the ring: controllers stopped, views dropped here")
 		}
 	}
 	for _, name := range restart {

@@ -70,6 +70,10 @@ type RuntimeOptions struct {
 	// Client writes native kinds; its reads of unstructured objects should be
 	// served from Cache.
 	Client client.Client
+	// APIReader reads from the API server itself, for what the cache drops
+	// (metadata.managedFields, which the hand-off of a target's
+	// externalFields reads). When nil, Client's reads are used.
+	APIReader client.Reader
 	// RESTMapper discovers the version of sources and targets that omit it.
 	RESTMapper meta.RESTMapper
 	// Discovery says which target kinds have the status subresource (with
@@ -147,7 +151,7 @@ func NewRuntime(opts RuntimeOptions) *Runtime {
 	}
 	views.add(r.views)
 	if opts.Client != nil {
-		r.kube = kubeClient{c: opts.Client}
+		r.kube = kubeClient{c: opts.Client, live: opts.APIReader}
 	}
 	return r
 }
@@ -350,7 +354,7 @@ func (r *Runtime) Upsert(ctx context.Context, op *opv1a1.Operator) bool {
 	if ok {
 		// The previous generation's informers are given back once the new
 		// one holds its own: the kinds both watch are not listed again.
-		release := r.stop(cur, false)
+		release := r.stop(cur, false, false)
 		defer release()
 		run.mu.Lock()
 		run.staleViews = writtenViews(cur)
@@ -477,7 +481,16 @@ func sameGeneration(cur *running, op *opv1a1.Operator) bool {
 // the operator under way is cancelled first. It returns once the
 // controllers stopped. Objects the operator owned may then be adopted by
 // the controllers of other operators.
-func (r *Runtime) Delete(name string) {
+func (r *Runtime) Delete(name string) { r.delete(name, false) }
+
+// Deleted is Delete for an Operator that was deleted (rather than handed
+// to another member of a ring): once its controllers stopped, each target
+// with deletionPolicy Orphan removes its marks from the objects it wrote
+// (controller.Target.Orphan), within controller.OrphanTimeout per target;
+// what fails is logged. The objects of the other targets stay as they are.
+func (r *Runtime) Deleted(name string) { r.delete(name, true) }
+
+func (r *Runtime) delete(name string, orphan bool) {
 	r.mu.Lock()
 	cur, ok := r.operators[name]
 	if !ok && r.slots[name] == nil {
@@ -497,7 +510,7 @@ func (r *Runtime) Delete(name string) {
 	if !ok {
 		return
 	}
-	r.stop(cur, true)()
+	r.stop(cur, true, orphan)()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// Objects the stopped operator owned may now be adopted.
@@ -526,7 +539,7 @@ func (r *Runtime) SetRing(ring *sharding.Ring) {
 	defer r.mu.Unlock()
 	r.opts.Ring = ring
 	if r.opts.Client != nil {
-		r.kube = kubeClient{c: sharding.FenceWrites(r.opts.Client, ring)}
+		r.kube = kubeClient{c: sharding.FenceWrites(r.opts.Client, ring), live: r.opts.APIReader}
 	}
 }
 
@@ -589,7 +602,7 @@ func (r *Runtime) Stop() {
 			delete(r.operators, n)
 			r.mu.Unlock()
 			if ok {
-				r.stop(cur, false)()
+				r.stop(cur, false, false)()
 			}
 		}()
 	}
@@ -597,11 +610,12 @@ func (r *Runtime) Stop() {
 }
 
 // stop cancels a running operator and waits for its controllers to end;
-// dropViews deletes the objects of its views. It returns the release of
-// the informers the controllers held (informers.Acquire), for the caller
-// to call. It is the caller's turn in the slot of cur's name; the caller
-// does not hold r.mu.
-func (r *Runtime) stop(cur *running, dropViews bool) (release func()) {
+// orphan then has the targets with deletionPolicy Orphan remove their
+// marks (see Deleted), and dropViews deletes the objects of its views. It
+// returns the release of the informers the controllers held
+// (informers.Acquire), for the caller to call. It is the caller's turn in
+// the slot of cur's name; the caller does not hold r.mu.
+func (r *Runtime) stop(cur *running, dropViews, orphan bool) (release func()) {
 	r.live.remove(cur.name)
 	cur.cancel()
 	cur.done.Wait()
@@ -611,6 +625,17 @@ func (r *Runtime) stop(cur *running, dropViews bool) (release func()) {
 	release = func() {
 		for _, rc := range ctrls {
 			rc.releaseInformers()
+		}
+	}
+	if orphan {
+		for _, rc := range ctrls {
+			for _, t := range rc.c.Targets() {
+				ctx, cancel := context.WithTimeout(context.Background(), controller.OrphanTimeout)
+				if err := t.Orphan(ctx); err != nil {
+					r.opts.Logger.Error(err, "removing the marks of an orphaned target's objects", "operator", cur.name, "controller", rc.name)
+				}
+				cancel()
+			}
 		}
 	}
 	for _, name := range cur.order {

@@ -239,7 +239,72 @@ type Target struct {
 	// Type is Updater (default), Patcher or Applier.
 	// +optional
 	Type TargetType `json:"type,omitempty"`
+	// ExternalFields are fields of the target objects that the controller
+	// hands off to other writers (an autoscaler's spec.replicas, say): each
+	// is a dotted path of map keys (spec.replicas, metadata.labels.tier),
+	// never through a list, never metadata.name or metadata.namespace. A
+	// field is written when the controller creates the object and as long
+	// as no other field manager has written it (the object's
+	// metadata.managedFields tell); once one has, the controller neither
+	// writes nor restores it: an Updater keeps the live value in the
+	// object it sends, a Patcher leaves it out of its patch and of its
+	// record, an Applier leaves it out of the applied object. An object
+	// that the API server tracks no managedFields of (one created without
+	// any field set) shows no other writer: its fields are always written.
+	// Not allowed on a view target (views have no field managers).
+	// +optional
+	// +listType=set
+	ExternalFields []string `json:"externalFields,omitempty"`
+	// DeletionPolicy says what becomes of a target object when the output
+	// no longer has it, and when the Operator is deleted: Delete (the
+	// default) deletes an Updater's object when the output drops it (a
+	// Patcher removes the fields it set, an Applier releases its fields),
+	// and leaves the objects as they are when the Operator is deleted;
+	// Orphan leaves the object and its content in both cases and removes
+	// only the controller's marks (the owner and managed-metadata
+	// annotations of an Updater, the record annotation of a Patcher, the
+	// field manager entry of an Applier), so that nothing treats it as the
+	// controller's any more.
+	// +kubebuilder:validation:Enum=Delete;Orphan
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// Adoption says which target objects the controller may write:
+	// AdoptOrCreate (the default) creates a missing object and takes over
+	// an existing one that no running controller owns; Adopt never
+	// creates (a missing object is reported as a write error naming it,
+	// and retried); Create writes only objects it created, and reports an
+	// existing object without its mark as an OwnerConflict. A Patcher
+	// never creates: Create is not allowed on it. Views have no marks:
+	// only AdoptOrCreate is allowed on a view target.
+	// +kubebuilder:validation:Enum=AdoptOrCreate;Adopt;Create
+	// +optional
+	Adoption AdoptionPolicy `json:"adoption,omitempty"`
 }
+
+// DeletionPolicy is what becomes of a target object that the output no
+// longer has (Target.DeletionPolicy).
+type DeletionPolicy string
+
+const (
+	// DeletionDelete deletes the object (an Updater), or removes what the
+	// controller wrote into it (a Patcher, an Applier).
+	DeletionDelete DeletionPolicy = "Delete"
+	// DeletionOrphan leaves the object and removes the controller's marks.
+	DeletionOrphan DeletionPolicy = "Orphan"
+)
+
+// AdoptionPolicy says which target objects a controller may write
+// (Target.Adoption).
+type AdoptionPolicy string
+
+const (
+	// AdoptOrCreate creates missing objects and adopts unowned ones.
+	AdoptOrCreate AdoptionPolicy = "AdoptOrCreate"
+	// Adopt writes existing objects only.
+	Adopt AdoptionPolicy = "Adopt"
+	// Create writes only the objects the controller created.
+	Create AdoptionPolicy = "Create"
+)
 
 // OperatorStatus is the observed state of an operator.
 type OperatorStatus struct {
