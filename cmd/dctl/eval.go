@@ -116,7 +116,8 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 		return err
 	}
 	opts := operator.OfflineOptions{Versions: map[string]string{},
-		MaxDeltaEntries: o.limits.maxDeltaEntries, MaxObjectBytes: o.limits.maxObjectBytes, EvalLimits: o.limits.evalLimits()}
+		MaxDeltaEntries: o.limits.maxDeltaEntries, MaxObjectBytes: o.limits.maxObjectBytes, EvalLimits: o.limits.evalLimits(),
+		StatusSubresource: operator.InputStatusSubresource(inputs)}
 	for _, obj := range inputs {
 		gvk := obj.GroupVersionKind()
 		opts.Versions[gvk.Group+"/"+gvk.Kind] = gvk.Version

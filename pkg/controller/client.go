@@ -60,7 +60,7 @@ type Client interface {
 // NoServerSideApply). A core Secret's stringData is folded into data on
 // every write, as the API server does (object.FoldSecretStringData).
 //
-// Without StatusSubresource (a view store, dctl eval) a kind has no status
+// Without StatusSubresource (a view store) a kind has no status
 // subresource: the status is written with the object, and UpdateStatus,
 // PatchStatus and ApplyStatus write it alone.
 type StoreClient struct {

@@ -51,8 +51,9 @@ type OfflineOptions struct {
 	// status subresource: the run's client models it (see
 	// controller.StoreClient.StatusSubresource) and the controllers write
 	// the status of such a kind with a second call, as a manager does when
-	// discovery says a kind has the subresource. Nil (dctl eval): no kind
-	// has it, and a status is written with its object.
+	// discovery says a kind has the subresource. Nil: no kind has it, and
+	// a status is written with its object. dctl eval passes
+	// InputStatusSubresource of its inputs.
 	StatusSubresource func(gvk schema.GroupVersionKind) bool
 }
 
