@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,16 +139,19 @@ func TestDevelopmentHostCheck(t *testing.T) {
 	}
 }
 
-// TestCreateValidatesLikeCustomResources: names and labels are checked as
-// kube-apiserver checks a custom resource's (422 Invalid, field paths).
+// TestCreateValidatesLikeCustomResources: labels and annotations are
+// checked as kube-apiserver checks a custom resource's, names by the view
+// rule (object.ValidateViewName): 422 Invalid with field paths. A name
+// with upper case and punctuation is valid and can be read back.
 func TestCreateValidatesLikeCustomResources(t *testing.T) {
 	kinds := func() []schema.GroupVersionKind { return []schema.GroupVersionKind{summaryGVK} }
 	_, base := testServer(t, view.NewStore(), Options{Kinds: kinds})
 	url := base + "/apis/op.view.dcontroller.io/v1alpha1/namespaces/default/summaries"
 	for body, field := range map[string]string{
-		summaryJSON("Bad_Name!"):              "metadata.name",
-		summaryJSON("a\nb"):                   "metadata.name",
-		summaryJSON(strings.Repeat("a", 300)): "metadata.name",
+		summaryJSON("a/b"):                    "metadata.name",
+		summaryJSON("a%b"):                    "metadata.name",
+		summaryJSON(".."):                     "metadata.name",
+		summaryJSON(strings.Repeat("a", 254)): "metadata.name",
 		`{"apiVersion":"op.view.dcontroller.io/v1alpha1","kind":"Summary","metadata":{"name":"a","labels":{"a":"b c"}}}`:     "metadata.labels",
 		`{"apiVersion":"op.view.dcontroller.io/v1alpha1","kind":"Summary","metadata":{"name":"a","annotations":{"/x":"y"}}}`: "metadata.annotations",
 	} {
@@ -162,8 +166,13 @@ func TestCreateValidatesLikeCustomResources(t *testing.T) {
 	if code != 400 || st.Reason != "BadRequest" || !strings.Contains(st.Message, "ObjectMeta.labels") {
 		t.Errorf("labels as a list: %d %s", code, st.raw)
 	}
-	if code, st := send(t, http.DefaultClient, "POST", url, "", "", summaryJSON("good.name-1")); code != 201 {
-		t.Errorf("valid name: %d %s", code, st.raw)
+	for _, name := range []string{"good.name-1", "web-TCP-80", "Bad_Name!:x", "a b?c#d;e", "Ünï", strings.Repeat("A", 253)} {
+		if code, st := send(t, http.DefaultClient, "POST", url, "", "", summaryJSON(name)); code != 201 {
+			t.Errorf("valid name %q: %d %s", name, code, st.raw)
+		}
+		if code, st := send(t, http.DefaultClient, "GET", url+"/"+neturl.PathEscape(name), "", "", ""); code != 200 || !strings.Contains(st.raw, `"name":"`+name+`"`) {
+			t.Errorf("get %q: %d %s", name, code, st.raw)
+		}
 	}
 }
 

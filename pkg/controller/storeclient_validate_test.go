@@ -25,7 +25,7 @@ func TestStoreClientValidatesMetadata(t *testing.T) {
 		}
 		return u
 	}
-	if err := c.Create(ctx, obj("Bad_Name!", nil)); !apierrors.IsInvalid(err) {
+	if err := c.Create(ctx, obj("a/b", nil)); !apierrors.IsInvalid(err) {
 		t.Errorf("create with a bad name: %v", err)
 	}
 	if err := c.Create(ctx, obj("a", map[string]any{"k": "v"})); err != nil {

@@ -6,42 +6,105 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 )
 
 // ValidateMetadata checks an object's metadata as the Kubernetes API server
-// checks a custom resource's:
+// checks it:
 //
 //   - metadata must decode into metav1.ObjectMeta (labels: ["a"] does not);
 //     otherwise the error is BadRequest (400) with the decoder's message, as
 //     kube-apiserver answers ("... cannot be handled as a <Kind>: json:
 //     cannot unmarshal array into Go struct field ObjectMeta.labels ...");
 //   - then k8s.io/apimachinery/pkg/api/validation.ValidateObjectMetaAccessor
-//     with NameIsDNSSubdomain: metadata.name is a DNS subdomain (RFC 1123: at
-//     most 253 lowercase alphanumerics, '-' and '.'), metadata.namespace a
-//     DNS label and required exactly when namespaced, labels and
+//     with the name rule of the object's kind (NameRule): metadata.namespace
+//     a DNS label and required exactly when namespaced, labels and
 //     annotations follow the Kubernetes syntax; otherwise the error is
 //     Invalid (422) with one cause per field path.
 //
 // The view API server, the runtime's in-memory store and dctl eval all
-// check objects with this one function.
+// check objects with this one function. Objects the runtime writes to a
+// Kubernetes API server are not checked here: that server decides.
 func ValidateMetadata(obj *unstructured.Unstructured, namespaced bool) error {
 	gvk := obj.GroupVersionKind()
 	meta, err := objectMeta(obj)
 	if err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, gvk.Kind, err))
 	}
-	errs := validation.ValidateObjectMetaAccessor(meta, namespaced, validation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	errs := validation.ValidateObjectMetaAccessor(meta, namespaced, NameRule(gvk.GroupKind()), field.NewPath("metadata"))
 	if len(errs) == 0 {
 		return nil
 	}
 	return apierrors.NewInvalid(gvk.GroupKind(), meta.Name, errs)
+}
+
+// MaxViewNameLength is the longest metadata.name of a view object, in
+// bytes: the bound of a Kubernetes DNS subdomain name (253), so that a
+// view name fits wherever an object name does.
+const MaxViewNameLength = 253
+
+// NameRule returns the rule metadata.name of an object of kind gk follows,
+// in the form ValidateObjectMetaAccessor takes (name, prefix) -> messages:
+//
+//   - a view (group "<operator>.view.dcontroller.io"): ValidateViewName;
+//   - the RBAC kinds Role, ClusterRole, RoleBinding and ClusterRoleBinding
+//     (group rbac.authorization.k8s.io): Kubernetes' path-segment rule
+//     (k8s.io/apimachinery/pkg/api/validate/content.IsPathSegmentName), as
+//     kube-apiserver validates their names ("system:controller:x" is valid);
+//   - every other kind: a DNS subdomain (RFC 1123: at most 253 lowercase
+//     alphanumerics, '-' and '.'), the rule kube-apiserver applies to custom
+//     resources and to most built-in kinds (a few built-in kinds, such as
+//     Service and Namespace, have a stricter rule there, not checked here).
+func NameRule(gk schema.GroupKind) validation.ValidateNameFunc {
+	switch {
+	case opv1a1.IsViewGroup(gk.Group):
+		return ValidateViewName
+	case gk.Group == "rbac.authorization.k8s.io" &&
+		(gk.Kind == "Role" || gk.Kind == "ClusterRole" || gk.Kind == "RoleBinding" || gk.Kind == "ClusterRoleBinding"):
+		return pathSegmentName
+	}
+	return validation.NameIsDNSSubdomain
+}
+
+// ValidateViewName checks the metadata.name of a view object (prefix: a
+// generateName, which gets a suffix before the name is checked again). A
+// view name follows Kubernetes' path-segment rule, the rule kube-apiserver
+// applies to RBAC Role names: it is not "." or "..", and contains no '/'
+// or '%' (so it is one segment of a URL path and of a "<namespace>/<name>"
+// cache key). Within that, any UTF-8 text is valid: upper case, ':', '_'
+// and spaces ("web-TCP-80", "system:web"). Two bounds are ours: at most
+// MaxViewNameLength bytes, and valid UTF-8 (JSON, RFC 8259 §8.1, carries
+// nothing else, so another name would change on its way to a client). It
+// returns one message per broken rule, none for a valid name.
+func ValidateViewName(name string, prefix bool) []string {
+	msgs := pathSegmentName(name, prefix)
+	if len(name) > MaxViewNameLength {
+		msgs = append(msgs, utilvalidation.MaxLenError(MaxViewNameLength))
+	}
+	if !utf8.ValidString(name) {
+		msgs = append(msgs, "must be valid UTF-8")
+	}
+	return msgs
+}
+
+// pathSegmentName is Kubernetes' path-segment rule for names: a prefix
+// (generateName) may be "." or "..", a name may not.
+func pathSegmentName(name string, prefix bool) []string {
+	if prefix {
+		return content.IsPathSegmentPrefix(name)
+	}
+	return content.IsPathSegmentName(name)
 }
 
 // objectMeta decodes metadata as the API server's decoder does: through
@@ -58,6 +121,16 @@ func objectMeta(obj *unstructured.Unstructured) (*metav1.ObjectMeta, error) {
 	}
 	if err := json.Unmarshal(b, meta); err != nil {
 		return nil, err
+	}
+	// JSON replaces bytes that are not UTF-8; the name rules see the
+	// names as stored.
+	if m, ok := raw.(map[string]any); ok {
+		if n, ok := m["name"].(string); ok {
+			meta.Name = n
+		}
+		if n, ok := m["generateName"].(string); ok {
+			meta.GenerateName = n
+		}
 	}
 	return meta, nil
 }

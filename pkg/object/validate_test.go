@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -22,9 +23,16 @@ func TestValidateMetadata(t *testing.T) {
 		{"valid", map[string]any{"name": "a.b-c", "namespace": "ns", "labels": map[string]any{"app": "x"}}, true, ""},
 		{"cluster-scoped", map[string]any{"name": "a"}, false, ""},
 		{"generateName only (names are generated before validation)", map[string]any{"generateName": "a-", "namespace": "ns"}, true, "metadata.name"},
-		{"uppercase and punctuation", map[string]any{"name": "Bad_Name!", "namespace": "ns"}, true, "metadata.name"},
-		{"newline", map[string]any{"name": "a\nb", "namespace": "ns"}, true, "metadata.name"},
-		{"too long", map[string]any{"name": strings.Repeat("a", 300), "namespace": "ns"}, true, "metadata.name"},
+		{"upper case (the successor's view names)", map[string]any{"name": "test-service-1-TCP-80", "namespace": "ns"}, true, ""},
+		{"punctuation and a colon", map[string]any{"name": "Bad_Name!:x", "namespace": "ns"}, true, ""},
+		{"253 bytes", map[string]any{"name": strings.Repeat("a", 253), "namespace": "ns"}, true, ""},
+		{"slash", map[string]any{"name": "a/b", "namespace": "ns"}, true, "metadata.name"},
+		{"percent", map[string]any{"name": "a%2Fb", "namespace": "ns"}, true, "metadata.name"},
+		{"dot", map[string]any{"name": ".", "namespace": "ns"}, true, "metadata.name"},
+		{"dot dot", map[string]any{"name": "..", "namespace": "ns"}, true, "metadata.name"},
+		{"generateName with a slash", map[string]any{"generateName": "a/", "name": "a", "namespace": "ns"}, true, "metadata.generateName"},
+		{"too long", map[string]any{"name": strings.Repeat("a", 254), "namespace": "ns"}, true, "metadata.name"},
+		{"not UTF-8", map[string]any{"name": "a\xffb", "namespace": "ns"}, true, "metadata.name"},
 		{"no name", map[string]any{"namespace": "ns"}, true, "metadata.name"},
 		{"labels as a list", map[string]any{"name": "a", "namespace": "ns", "labels": []any{"a"}}, true, "400:ObjectMeta.labels"},
 		{"label value not a string", map[string]any{"name": "a", "namespace": "ns", "labels": map[string]any{"a": 1.0}}, true, "400:ObjectMeta.labels"},
@@ -68,6 +76,47 @@ func TestValidateMetadata(t *testing.T) {
 				t.Errorf("causes at %q, want %q: %v", got, tc.fields, err)
 			}
 		})
+	}
+}
+
+// TestNameRule: each kind's metadata.name rule, as kube-apiserver applies
+// it (views excepted: their rule is ours, see ValidateViewName).
+func TestNameRule(t *testing.T) {
+	view := schema.GroupKind{Group: "op.view.dcontroller.io", Kind: "ServiceView"}
+	configMap := schema.GroupKind{Kind: "ConfigMap"}
+	cr := schema.GroupKind{Group: "example.com", Kind: "Widget"}
+	role := schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "Role"}
+	clusterRoleBinding := schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}
+	for _, tc := range []struct {
+		gk    schema.GroupKind
+		name  string
+		valid bool
+	}{
+		{view, "web-TCP-80", true},
+		{view, "system:web", true},
+		{view, "a b", true},
+		{view, "Ünïcode", true},
+		{view, "a/b", false},
+		{view, "a%b", false},
+		{view, "..", false},
+		{view, strings.Repeat("A", 253), true},
+		{view, strings.Repeat("A", 254), false},
+		{view, "\xff", false},
+		{configMap, "web-tcp-80", true},
+		{configMap, "web-TCP-80", false},
+		{configMap, "system:web", false},
+		{cr, "web-TCP-80", false},
+		{role, "system:controller:Web", true},
+		{role, "a/b", false},
+		{role, strings.Repeat("a", 300), true}, // kube-apiserver bounds no RBAC name
+		{clusterRoleBinding, "Admin:Web", true},
+		{schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "Other"}, "A", false},
+		{schema.GroupKind{Group: "view.dcontroller.io", Kind: "X"}, "A", false}, // not a view group: no operator name
+	} {
+		msgs := NameRule(tc.gk)(tc.name, false)
+		if (len(msgs) == 0) != tc.valid {
+			t.Errorf("%s %.20q: valid %v, want %v (%v)", tc.gk, tc.name, len(msgs) == 0, tc.valid, msgs)
+		}
 	}
 }
 
