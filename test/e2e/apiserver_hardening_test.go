@@ -321,14 +321,15 @@ func TestDctlRunStandaloneMetrics(t *testing.T) {
 }
 
 // badMetadata are objects whose metadata kube-apiserver refuses for a
-// schemaless custom resource.
+// schemaless custom resource and the view rules refuse too. (Names with
+// upper case or punctuation are valid views, though not custom resources:
+// see TestViewNameRuleIsKubernetes.)
 var badMetadata = map[string]string{
-	"uppercase and punctuation": `{"name":"Bad_Name!"}`,
-	"newline":                   `{"name":"a\nb"}`,
-	"300 characters":            `{"name":"` + strings.Repeat("a", 300) + `"}`,
-	"labels as a list":          `{"name":"a","labels":["a"]}`,
-	"bad label value":           `{"name":"a","labels":{"a":"b c"}}`,
-	"bad annotation key":        `{"name":"a","annotations":{"/x":"y"}}`,
+	"a slash in the name": `{"name":"a/b"}`,
+	"300 characters":      `{"name":"` + strings.Repeat("a", 300) + `"}`,
+	"labels as a list":    `{"name":"a","labels":["a"]}`,
+	"bad label value":     `{"name":"a","labels":{"a":"b c"}}`,
+	"bad annotation key":  `{"name":"a","annotations":{"/x":"y"}}`,
 }
 
 // TestAPIServerValidatesLikeKubeAPIServer sends the same bad objects to a
