@@ -4,11 +4,14 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"k8s.io/klog/v2"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/dcontroller/dcontroller/pkg/object"
 )
 
 var viewGV = schema.GroupVersion{Group: "op.view.dcontroller.io", Version: "v1alpha1"}
@@ -46,6 +49,24 @@ func TestParseRequestPath(t *testing.T) {
 		got, err := ParseRequestPath(c.method, c.url)
 		if (err != nil) != c.err || got != c.want {
 			t.Errorf("%s %s: %+v, %v; want %+v (error %v)", c.method, c.url, got, err, c.want, c.err)
+		}
+	}
+}
+
+// TestViewNamesRoundTripURLs: every name the view rule accepts
+// (object.ValidateViewName) addresses its object: a get's URL path and a
+// list's or watch's field selector resolve to the same name.
+func TestViewNamesRoundTripURLs(t *testing.T) {
+	for _, name := range []string{"web-TCP-80", "Manual:Obj_1", "a b?c#d;e&f", `A,b=c!d\e`, "Ünï", "a\nb", "a.", "..a", strings.Repeat("Z", 253)} {
+		if msgs := object.ValidateViewName(name, false); len(msgs) > 0 {
+			t.Fatalf("%q: not a valid view name: %v", name, msgs)
+		}
+		for _, verb := range []string{"get", "delete", "list", "watch"} {
+			tg := Target{Type: TargetResource, GroupVersion: viewGV, Resource: "summaries", Namespace: "ns", Name: name, Verb: verb}
+			got, err := ParseRequestPath(tg.Method(), tg.URL())
+			if err != nil || got != tg {
+				t.Errorf("%s %q: URL %q resolves to %+v, %v", verb, name, tg.URL(), got, err)
+			}
 		}
 	}
 }
