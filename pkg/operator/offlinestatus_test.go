@@ -16,7 +16,7 @@ func TestInputStatusSubresource(t *testing.T) {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 			"metadata": map[string]any{"name": "x"},
-			"spec": map[string]any{"group": group, "names": map[string]any{"kind": kind}, "versions": vs},
+			"spec":     map[string]any{"group": group, "names": map[string]any{"kind": kind}, "versions": vs},
 		}}
 	}
 	has := InputStatusSubresource([]*unstructured.Unstructured{

@@ -213,7 +213,7 @@ func (c *computation) operator(op *opv1a1.Operator) error {
 			gvk, res, _ := c.resolve(t.Resource)
 			c.add(Need{Operator: op.Name, Controller: ctl.Name, Path: tpath, Kind: gvk,
 				Group: res.Group, Resource: res.Resource, Verbs: verbs, Why: string(typ) + " target"})
-			status, err := WritesStatus(ctl.Pipeline.Raw)
+			status, err := WritesStatusTo(ctl.Pipeline.Raw, t.OutputName())
 			if err != nil {
 				return fmt.Errorf("operator %q: %s.pipeline: %w", op.Name, path, err)
 			}
@@ -342,8 +342,21 @@ func sortVerbs(set map[string]bool) []string {
 // steps all merge into the output), or a "$." setter copying a whole
 // document, or, when no @project reshapes the document, the output is the
 // source object itself. A @groupBy or @join with nothing reshaping after it
-// yields no status.
+// yields no status. A pipeline in branch form is read as WritesStatusTo does
+// for every output.
 func WritesStatus(raw []byte) (bool, error) {
+	return WritesStatusTo(raw, "")
+}
+
+// WritesStatusTo is WritesStatus for the output named output (a target's
+// name: its name: or its kind) of a pipeline in branch form
+// (docs/reference/pipeline.md#branches): the status of the branches whose
+// {"@output": output} ends them, each read as a plain pipeline, where a
+// branch that does not reshape its documents passes on the status of its
+// @inputs (a source object's own, a stream's from the branches that write
+// it). An empty output stands for every output. For a plain pipeline the
+// name does not matter.
+func WritesStatusTo(raw []byte, output string) (bool, error) {
 	if len(raw) == 0 {
 		return true, nil
 	}
@@ -361,6 +374,77 @@ func WritesStatus(raw []byte) (bool, error) {
 	default:
 		return false, fmt.Errorf("a pipeline must be a stage or a list of stages, got %T", spec)
 	}
+	branches := [][]any{}
+	for _, st := range stages {
+		if b, ok := st.([]any); ok {
+			branches = append(branches, b)
+		}
+	}
+	if len(branches) == 0 {
+		decided, status := stagesStatus(stages)
+		return !decided || status, nil
+	}
+	return branchesStatus(branches, output, map[string]bool{}), nil
+}
+
+// branchesStatus reports whether some branch writing output (every branch
+// when output is "") yields a status; seen guards against cycles (which the
+// compiler refuses).
+func branchesStatus(branches [][]any, output string, seen map[string]bool) bool {
+	if seen[output] {
+		return false
+	}
+	seen[output] = true
+	for _, b := range branches {
+		inputs, out := branchEnds(b)
+		if output != "" && out != output {
+			continue
+		}
+		decided, status := stagesStatus(b)
+		if decided {
+			if status {
+				return true
+			}
+			continue
+		}
+		for _, in := range inputs {
+			stream := false
+			for _, o := range branches {
+				if _, w := branchEnds(o); w == in {
+					stream = true
+				}
+			}
+			if !stream || branchesStatus(branches, in, seen) {
+				return true // a source object's own status, or a stream's
+			}
+		}
+	}
+	return false
+}
+
+// branchEnds returns the names of a branch's {"@inputs": [...]} and its
+// {"@output": name}.
+func branchEnds(b []any) (inputs []string, output string) {
+	for _, st := range b {
+		m, _ := st.(map[string]any)
+		if l, ok := m["@inputs"].([]any); ok {
+			for _, v := range l {
+				if n, ok := v.(string); ok {
+					inputs = append(inputs, n)
+				}
+			}
+		}
+		if n, ok := m["@output"].(string); ok {
+			output = n
+		}
+	}
+	return inputs, output
+}
+
+// stagesStatus reads a list of stages from its end: decided is whether a
+// stage reshapes the documents (@project, @groupBy, @join), status whether
+// the last one of them yields a status.
+func stagesStatus(stages []any) (decided, status bool) {
 	for i := len(stages) - 1; i >= 0; i-- {
 		m, ok := stages[i].(map[string]any)
 		if !ok || len(m) != 1 {
@@ -377,17 +461,17 @@ func WritesStatus(raw []byte) (bool, error) {
 					sm, _ := step.(map[string]any)
 					for k := range sm {
 						if k == "status" || k == "$." || k == "$.status" || strings.HasPrefix(k, "$.status.") || strings.HasPrefix(k, "$.status[") || strings.HasPrefix(k, "$['status']") {
-							return true, nil
+							return true, true
 						}
 					}
 				}
-				return false, nil
+				return true, false
 			case "@groupBy", "@join":
-				return false, nil
+				return true, false
 			}
 		}
 	}
-	return true, nil
+	return false, false
 }
 
 // ManagerRules are the ClusterRole rules the manager (dctl start) needs for

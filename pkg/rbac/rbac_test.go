@@ -434,3 +434,41 @@ spec:
 		t.Errorf("cluster rules\n got %v\nwant %v", r.Cluster, want)
 	}
 }
+
+// A pipeline in branch form sets the status of a target only when a branch
+// writing it does, or passes on a status from its inputs.
+func TestWritesStatusTo(t *testing.T) {
+	const branches = `[
+	  [{"@inputs": ["App"]}, {"@project": {"metadata": {}, "spec": {}}}, {"@output": "Deployment"}],
+	  [{"@inputs": ["App"]}, {"@project": {"metadata": {}, "status": {}}}, {"@output": "App"}],
+	  [{"@inputs": ["Pod"]}, {"@select": true}, {"@output": "running"}],
+	  [{"@inputs": ["running"]}, {"@select": true}, {"@output": "Copy"}],
+	  [{"@inputs": ["App"]}, {"@project": {"metadata": {}}}, {"@output": "bare"}],
+	  [{"@inputs": ["bare"]}, {"@select": true}, {"@output": "Bare"}],
+	  [{"@inputs": ["App", "Pod"]}, {"@join": true}, {"@output": "Joined"}]
+	]`
+	for _, tc := range []struct {
+		output string
+		want   bool
+	}{
+		{"Deployment", false},
+		{"App", true},
+		{"Copy", true}, // a Pod's own status, through a stream
+		{"Bare", false},
+		{"Joined", false},
+		{"Missing", false},
+		{"", true},
+	} {
+		got, err := WritesStatusTo([]byte(branches), tc.output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("WritesStatusTo(%q) = %v, want %v", tc.output, got, tc.want)
+		}
+	}
+	// A plain pipeline: the name does not matter.
+	if got, _ := WritesStatusTo([]byte(`{"@project": {"status": 1}}`), "Other"); !got {
+		t.Error("a plain pipeline setting status: WritesStatusTo = false")
+	}
+}

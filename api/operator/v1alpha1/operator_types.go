@@ -306,6 +306,15 @@ const (
 	Create AdoptionPolicy = "Create"
 )
 
+// OutputName is the name a pipeline branch's {"@output": name} writes the
+// target by: its name, else its kind.
+func (t Target) OutputName() string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return t.Kind
+}
+
 // OperatorStatus is the observed state of an operator.
 type OperatorStatus struct {
 	// Controllers holds the status of each controller, by name.
