@@ -4,7 +4,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/dcontroller/dcontroller/pkg/expression/celkro"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,7 +42,123 @@ var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 	)
 })
 
-// prepareCEL compiles the CEL source, which must be a literal string.
+// CEL libraries of the map form of @cel ("library").
+const (
+	// celLibraryStandard is the default: the CEL standard library and the
+	// cel-go string, list, set and math extensions.
+	celLibraryStandard = "standard"
+	// celLibraryKro is kro's environment (package celkro).
+	celLibraryKro = "kro"
+)
+
+// celSelf is the variable the one-string form binds to the subject.
+const celSelf = "self"
+
+// parseCEL parses the two forms of @cel: a literal string (or a
+// one-element list of one), CEL with the variable self; or a map
+// {"expr": string, "vars": {name: expression, ...}, "library": "standard"
+// | "kro"}, CEL with the variables named in vars, each bound to its
+// expression's value (self too, unless vars names it), in the library's
+// environment.
+func parseCEL(c *call, arg any, sc scope) error {
+	if l, ok := arg.([]any); ok && len(l) == 1 {
+		arg = l[0]
+	}
+	m, ok := arg.(map[string]any)
+	if !ok {
+		if err := c.parseArg(arg, c.path, sc); err != nil {
+			return err
+		}
+		return prepareCEL(c)
+	}
+	for k := range m {
+		switch k {
+		case "expr", "vars", "library":
+		default:
+			return newError(Field(c.path, k), c.op, "unknown key (want expr, vars and library)")
+		}
+	}
+	src, ok := m["expr"].(string)
+	if !ok {
+		return newError(Field(c.path, "expr"), c.op, "a string is required, got %s", typeName(m["expr"]))
+	}
+	lib := celLibraryStandard
+	if v, has := m["library"]; has {
+		s, ok := v.(string)
+		if !ok || (s != celLibraryStandard && s != celLibraryKro) {
+			return newError(Field(c.path, "library"), c.op, "want %q or %q, got %v", celLibraryStandard, celLibraryKro, v)
+		}
+		lib = s
+	}
+	c.celKro = lib == celLibraryKro
+	c.celVars = []string{}
+	if v, has := m["vars"]; has && v != nil {
+		vars, ok := v.(map[string]any)
+		if !ok {
+			return newError(Field(c.path, "vars"), c.op, "a map from variable names to expressions is required, got %s", typeName(v))
+		}
+		names := make([]string, 0, len(vars))
+		for k := range vars {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			p := Field(Field(c.path, "vars"), k)
+			if !isIdentifier(k) {
+				return newError(p, c.op, "%q is not a CEL identifier", k)
+			}
+			x, err := parse(vars[k], p, sc)
+			if err != nil {
+				return err
+			}
+			c.celVars = append(c.celVars, k)
+			c.args = append(c.args, x)
+		}
+	}
+	var base *cel.Env
+	var err error
+	if c.celKro {
+		base, err = celkro.Env()
+	} else {
+		base, err = celStandardEnv()
+	}
+	if err != nil {
+		return c.errorf("CEL environment: %v", err)
+	}
+	decls := []cel.EnvOption{}
+	if !slices.Contains(c.celVars, celSelf) {
+		decls = append(decls, cel.Variable(celSelf, cel.DynType))
+	}
+	for _, n := range c.celVars {
+		decls = append(decls, cel.Variable(n, cel.DynType))
+	}
+	env, err := base.Extend(decls...)
+	if err != nil {
+		return c.errorf("CEL environment: %v", err)
+	}
+	ast, iss := env.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		return newError(Field(c.path, "expr"), c.op, "%v", iss.Err())
+	}
+	opts := []cel.ProgramOption{cel.CostLimit(celCostLimit), cel.InterruptCheckFrequency(celInterruptEvery)}
+	if c.celKro {
+		opts = celkro.ProgramOptions()
+	}
+	prog, err := env.Program(ast, opts...)
+	if err != nil {
+		return newError(Field(c.path, "expr"), c.op, "%v", err)
+	}
+	c.prog = prog
+	return nil
+}
+
+// celStandardEnv is the standard library's environment with no variables.
+var celStandardEnv = sync.OnceValues(func() (*cel.Env, error) {
+	return cel.NewEnv(ext.Strings(), ext.Lists(), ext.Sets(), ext.Math())
+})
+
+// prepareCEL compiles the CEL source of the one-string form, which must be
+// a literal string.
 func prepareCEL(c *call) error {
 	lit, ok := c.args[0].(*literal)
 	if !ok {
@@ -78,16 +196,38 @@ func (a *selfActivation) ResolveName(name string) (any, bool) {
 
 func (a *selfActivation) Parent() interpreter.Activation { return nil }
 
-// evalCEL evaluates the CEL program with self bound to the local subject
-// inside a list operator's per-element argument, else to the global subject.
+// evalCEL evaluates the CEL program. The one-string form binds self to the
+// local subject inside a list operator's per-element argument, else to the
+// global subject. The map form binds each variable to its expression's
+// value, and self as the one-string form does unless a variable is named
+// so. With the kro library, an error from a missing map key or field (data
+// that is not there yet, which kro waits for) gives null, omit() gives
+// null, and the result follows kro's conversion rules (celkro.ToJSON).
 func evalCEL(c *call, ctx *Context) (any, error) {
-	act := &selfActivation{}
+	var self any
 	if ctx != nil {
 		if c.local {
-			act.self = ctx.Local
+			self = ctx.Local
 		} else {
-			act.self = ctx.Subject
+			self = ctx.Subject
 		}
+	}
+	var act interpreter.Activation = &selfActivation{self: self}
+	if c.celVars != nil {
+		vars := make(map[string]any, len(c.celVars)+1)
+		vars[celSelf] = self
+		for i, n := range c.celVars {
+			v, err := c.args[i].Eval(ctx)
+			if err != nil {
+				return nil, err
+			}
+			vars[n] = v
+		}
+		a, err := interpreter.NewActivation(vars)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		act = a
 	}
 	b := budgetOf(ctx)
 	var out ref.Val
@@ -109,7 +249,20 @@ func evalCEL(c *call, ctx *Context) (any, error) {
 				return nil, c.budgetError(cerr)
 			}
 		}
+		if c.celKro && celkro.IsPending(err) {
+			return nil, nil
+		}
 		return nil, c.errorf("%v", err)
+	}
+	if c.celKro {
+		v, err := celkro.ToJSON(out, nil)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		if err := c.account(ctx, v); err != nil {
+			return nil, err
+		}
+		return v, nil
 	}
 	v, err := celToModel(out, 0, b)
 	if err != nil {

@@ -110,7 +110,7 @@ func init() {
 		"@rnd":      {form: formFixed, min: 2, max: 2, eval: binaryCtx(opRnd), nondeterministic: true},
 		"@now":      {form: formSpecial, parse: parseNow, eval: evalNow, nondeterministic: true},
 		"@selector": withPrepare(fixed(2, 2, binary(opSelector)), prepareSelector),
-		"@cel":      withPrepare(fixed(1, 1, evalCEL), prepareCEL),
+		"@cel":      special(parseCEL, evalCEL),
 	}
 	// The successor's meanings (see Dialect).
 	successorOperators = map[string]*opDef{

@@ -388,6 +388,10 @@ type call struct {
 	re       *regexp.Regexp
 	sel      labels.Selector
 	prog     cel.Program
+	// @cel: the names the variables args[i] bind (nil: the one-string
+	// form), and whether the kro library is used.
+	celVars []string
+	celKro  bool
 }
 
 func (c *call) Path() string { return c.path }

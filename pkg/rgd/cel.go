@@ -4,22 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"github.com/dcontroller/dcontroller/pkg/expression/celkro"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/common/types/traits"
-	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
-	k8scel "k8s.io/apiserver/pkg/cel/library"
 )
+
+// Omit is the value of a field whose expression returned omit(): the field
+// (a map key, or a list element) is left out of the rendered object.
+type Omit = celkro.Omit
+
+// omitFunction is kro's field-removal function.
+const omitFunction = celkro.OmitFunction
 
 // The variables kro defines for expressions
 // (website/docs/docs/concepts/rgd/03-cel-expressions.md).
@@ -37,18 +38,7 @@ const (
 // DefaultCostLimit bounds the runtime cost of one evaluation, in the unit of
 // cel-go's cost model (the unit of Kubernetes CEL validation's budget); it is
 // the bound @cel expressions of Operators have (pkg/expression).
-const DefaultCostLimit = 1_000_000
-
-// celInterruptEvery is how many comprehension iterations pass between two
-// looks at the evaluation's context.
-const celInterruptEvery = 100
-
-// maxResultValues bounds the lists, maps and scalars one evaluation's result
-// may hold once converted.
-const maxResultValues = 1 << 20
-
-// maxResultDepth bounds the nesting of an evaluation's result.
-const maxResultDepth = 100
+const DefaultCostLimit = celkro.CostLimit
 
 // RefusedFunctions are the functions of kro's CEL libraries that expressions
 // here may not call, each with the reason. Calling one is a compile error
@@ -57,34 +47,6 @@ var RefusedFunctions = map[string]string{
 	"runtime.newCondition": "custom status conditions (status.conditions) are not supported",
 	"runtime.condition":    "custom status conditions (status.conditions) are not supported",
 }
-
-// baseEnv is the environment every RGD expression starts from: the CEL
-// standard library; cel-go's two-variable comprehensions, lists, strings,
-// bindings, optional types and encoders; the Kubernetes libraries kro
-// includes (lists, URLs, regex, quantity, IP, CIDR, semver); and kro's own
-// functions (kroFunctions). This is the set kro's environment declares
-// (kro's pkg/cel/environment.go), less its runtime library.
-var baseEnv = sync.OnceValues(func() (*cel.Env, error) {
-	opts := []cel.EnvOption{
-		ext.TwoVarComprehensions(),
-		ext.Lists(),
-		ext.Strings(),
-		ext.Bindings(),
-		cel.OptionalTypes(),
-		ext.Encoders(),
-		k8scel.Lists(),
-		k8scel.URLs(),
-		k8scel.Regex(),
-		k8scel.Quantity(),
-		k8scel.IP(),
-		k8scel.CIDR(),
-		// kro's docs list semver(string, bool), which needs the
-		// library's later version.
-		k8scel.SemverLib(k8scel.SemverVersion(math.MaxUint32)),
-	}
-	opts = append(opts, kroFunctions()...)
-	return cel.NewEnv(opts...)
-})
 
 // Declarations are the variables an Env declares besides schema. All are
 // dynamically typed: expressions are checked for syntax, known functions and
@@ -111,7 +73,7 @@ type Env struct {
 // NewEnv returns the environment with schema and the declared variables.
 // A name declared twice is an error.
 func NewEnv(d Declarations) (*Env, error) {
-	base, err := baseEnv()
+	base, err := celkro.Env()
 	if err != nil {
 		return nil, fmt.Errorf("CEL environment: %w", err)
 	}
@@ -237,10 +199,7 @@ func (e *Env) Compile(src string) (*Expression, error) {
 	if iss != nil && iss.Err() != nil {
 		return nil, fmt.Errorf("CEL: %s", issueText(iss))
 	}
-	prog, err := e.env.Program(checked,
-		cel.CostLimit(DefaultCostLimit),
-		cel.CostTracking(costEstimator{}),
-		cel.InterruptCheckFrequency(celInterruptEvery))
+	prog, err := e.env.Program(checked, celkro.ProgramOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("CEL: %w", err)
 	}
@@ -504,123 +463,11 @@ func (x *Expression) Eval(ctx context.Context, vars map[string]any) (any, error)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, &EvalError{Err: fmt.Errorf("evaluation cancelled: %w", cerr)}
 		}
-		msg := err.Error()
-		pending := strings.HasPrefix(msg, "no such key") || strings.HasPrefix(msg, "no such attribute")
-		return nil, &EvalError{Pending: pending, Err: err}
+		return nil, &EvalError{Pending: celkro.IsPending(err), Err: err}
 	}
-	n := 0
-	v, err := celToNative(out, 0, &n, false)
+	v, err := celkro.ToJSON(out, Omit{})
 	if err != nil {
 		return nil, &EvalError{Err: err}
 	}
 	return v, nil
-}
-
-// celToNative converts a CEL value to the JSON data model (see Eval).
-// bytesOK encodes bytes as standard base64 (as encoding/json would) instead
-// of refusing them. n counts the values made, bounded by maxResultValues.
-func celToNative(v ref.Val, depth int, n *int, bytesOK bool) (any, error) {
-	if depth > maxResultDepth {
-		return nil, fmt.Errorf("result nested more than %d levels deep", maxResultDepth)
-	}
-	if *n++; *n > maxResultValues {
-		return nil, fmt.Errorf("result holds more than %d values", maxResultValues)
-	}
-	switch x := v.(type) {
-	case nil, types.Null:
-		return nil, nil
-	case types.Bool:
-		return bool(x), nil
-	case types.Int:
-		return int64(x), nil
-	case types.Uint:
-		if uint64(x) > math.MaxInt64 {
-			return nil, fmt.Errorf("uint %d overflows int64; convert it explicitly, e.g. string(...)", uint64(x))
-		}
-		return int64(x), nil
-	case types.Double:
-		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil, fmt.Errorf("double %v is not a finite number (JSON has no such numbers)", f)
-		}
-		return float64(x), nil
-	case types.String:
-		return string(x), nil
-	case types.Bytes:
-		if bytesOK {
-			return []byte(x), nil
-		}
-		return nil, errors.New("a bytes value cannot be a field value; encode it explicitly, e.g. base64.encode(...)")
-	case types.Duration:
-		return x.Duration.String(), nil
-	case types.Timestamp:
-		return x.Time.UTC().Format(time.RFC3339), nil
-	case *types.Optional:
-		if !x.HasValue() {
-			return nil, nil
-		}
-		return celToNative(x.GetValue(), depth, n, bytesOK)
-	case omitValue:
-		return Omit{}, nil
-	case *types.Err:
-		return nil, x
-	case traits.Mapper:
-		out := map[string]any{}
-		for it := x.Iterator(); it.HasNext() == types.True; {
-			k := it.Next()
-			ks, ok := k.(types.String)
-			if !ok {
-				return nil, fmt.Errorf("map key %v is a %s, not a string", k, k.Type().TypeName())
-			}
-			e, err := celToNative(x.Get(k), depth+1, n, bytesOK)
-			if err != nil {
-				return nil, err
-			}
-			out[string(ks)] = e
-		}
-		return out, nil
-	case traits.Lister:
-		size, ok := x.Size().(types.Int)
-		if !ok {
-			return nil, errors.New("list of unknown size")
-		}
-		out := make([]any, 0, int(min(int64(size), maxResultValues)))
-		for i := types.Int(0); i < size; i++ {
-			e, err := celToNative(x.Get(i), depth+1, n, bytesOK)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, e)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("a %s value cannot be a field value", v.Type().TypeName())
-}
-
-// costEstimator charges kro's functions by the size of what they make and
-// leaves the other functions to the Kubernetes libraries' estimator.
-type costEstimator struct{}
-
-func (costEstimator) CallCost(function, overloadID string, args []ref.Val, result ref.Val) *uint64 {
-	size := func(v ref.Val) uint64 {
-		switch x := v.(type) {
-		case types.String:
-			return uint64(len(x))
-		case types.Bytes:
-			return uint64(len(x))
-		case traits.Sizer:
-			if s, ok := x.Size().(types.Int); ok && s > 0 {
-				return uint64(s)
-			}
-		}
-		return 0
-	}
-	switch function {
-	case "json.unmarshal", "json.marshal", "random.seededString", "hash.fnv64a", "hash.sha256", "hash.md5":
-		c := 1 + (size(result)+size(args[0]))/10
-		return &c
-	case "merge", "deepMerge", "lists.setAtIndex", "lists.insertAtIndex", "lists.removeAtIndex":
-		c := 1 + size(result)
-		return &c
-	}
-	return (&k8scel.CostEstimator{}).CallCost(function, overloadID, args, result)
 }

@@ -3,6 +3,7 @@ package rgd
 import (
 	"context"
 	"errors"
+	"github.com/dcontroller/dcontroller/pkg/expression/celkro"
 	"reflect"
 	"strings"
 	"testing"
@@ -188,7 +189,7 @@ func TestSeededStringRepeats(t *testing.T) {
 		t.Fatalf("got %q", s)
 	}
 	for _, c := range s {
-		if !strings.ContainsRune(seededAlphabet, c) {
+		if !strings.ContainsRune(celkro.SeededAlphabet, c) {
 			t.Fatalf("character %q not in the alphabet", c)
 		}
 	}

@@ -1,4 +1,4 @@
-package rgd
+package celkro
 
 import (
 	"crypto/md5" //nolint:gosec // kro's hash.md5 is a checksum, not a security primitive.
@@ -15,21 +15,21 @@ import (
 	"github.com/google/cel-go/common/types/traits"
 )
 
-// maxSeededStringLength bounds the length random.seededString may return
+// MaxSeededStringLength bounds the length random.seededString may return
 // (kro has no bound; a bound keeps one expression from allocating without
 // limit before the cost limit can see the result).
-const maxSeededStringLength = 1 << 16
+const MaxSeededStringLength = 1 << 16
 
-// seededAlphabet is the alphabet of random.seededString: digits, then
+// SeededAlphabet is the alphabet of random.seededString: digits, then
 // lower-case ASCII letters.
-const seededAlphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+const SeededAlphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
 
-// kroFunctions declares kro's own CEL functions (kro's pkg/cel/library, as
+// Functions declares kro's own CEL functions (kro's pkg/cel/library, as
 // documented in website/docs/docs/concepts/rgd/04-cel-libraries.md): hash.*,
 // json.*, random.*, map merge/deepMerge, lists.*AtIndex and omit(). Each
 // returns the same values as kro's for the same arguments, so resources
 // keep their values when an RGD moves over.
-func kroFunctions() []cel.EnvOption {
+func Functions() []cel.EnvOption {
 	listT := cel.ListType(cel.TypeParamType("T"))
 	mapKV := cel.MapType(cel.TypeParamType("K"), cel.TypeParamType("V"))
 	return []cel.EnvOption{
@@ -67,15 +67,15 @@ func kroFunctions() []cel.EnvOption {
 			[]*cel.Type{listT, cel.IntType, cel.TypeParamType("T")}, listT, cel.FunctionBinding(listInsertAt))),
 		cel.Function("lists.removeAtIndex", cel.Overload("lists.removeAtIndex_list_int",
 			[]*cel.Type{listT, cel.IntType}, listT, cel.BinaryBinding(listRemoveAt))),
-		cel.Function(omitFunction, cel.Overload("omit_void",
+		cel.Function(OmitFunction, cel.Overload("omit_void",
 			[]*cel.Type{}, cel.DynType, cel.FunctionBinding(func(...ref.Val) ref.Val { return omitValue{} }))),
 	}
 }
 
-// omitFunction is kro's field-removal function.
-const omitFunction = "omit"
+// OmitFunction is kro's field-removal function.
+const OmitFunction = "omit"
 
-// Omit is the value of a field whose expression returned omit(): the field
+// Omit is the Go value of omit() (ToJSON gives what its caller asks for): the field
 // (a map key, or a list element) is left out of the rendered object.
 type Omit struct{}
 
@@ -121,7 +121,7 @@ func jsonUnmarshal(v ref.Val) ref.Val {
 // encoding/json writes them).
 func jsonMarshal(v ref.Val) ref.Val {
 	n := 0
-	native, err := celToNative(v, 0, &n, true)
+	native, err := toJSON(v, 0, &n, Omit{}, true)
 	if err != nil {
 		return types.NewErr("json.marshal: %v", err)
 	}
@@ -135,7 +135,7 @@ func jsonMarshal(v ref.Val) ref.Val {
 	return types.String(b)
 }
 
-// seededString returns n characters of seededAlphabet picked from the
+// seededString returns n characters of SeededAlphabet picked from the
 // SHA-256 digest of seed: character i is the big-endian uint32 at byte
 // 4*(i mod 8) of the digest, modulo 36. The digest is 32 bytes, so the
 // pattern repeats every 8 characters (kro's output, kept for equal values).
@@ -144,14 +144,14 @@ func seededString(length, seed ref.Val) ref.Val {
 	if n <= 0 {
 		return types.NewErr("random.seededString: length must be positive, got %d", n)
 	}
-	if n > maxSeededStringLength {
-		return types.NewErr("random.seededString: length %d is over the bound of %d", n, maxSeededStringLength)
+	if n > MaxSeededStringLength {
+		return types.NewErr("random.seededString: length %d is over the bound of %d", n, MaxSeededStringLength)
 	}
 	sum := sha256.Sum256([]byte(seed.(types.String)))
 	out := make([]byte, n)
 	for i := range out {
 		at := (i * 4) % len(sum)
-		out[i] = seededAlphabet[binary.BigEndian.Uint32(sum[at:at+4])%uint32(len(seededAlphabet))]
+		out[i] = SeededAlphabet[binary.BigEndian.Uint32(sum[at:at+4])%uint32(len(SeededAlphabet))]
 	}
 	return types.String(out)
 }
