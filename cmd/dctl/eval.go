@@ -82,7 +82,7 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 	}
 	var ops []*opv1a1.Operator
 	for _, f := range o.operatorFiles {
-		loaded, err := readOperators(f)
+		loaded, err := readOperatorsAndRGDs(f)
 		if err != nil {
 			return err
 		}

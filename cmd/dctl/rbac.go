@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
 	"io"
 	"os"
 	"strings"
@@ -189,6 +190,12 @@ func readControllers(path string, in *rbac.Input) error {
 				return fmt.Errorf("%s: %w", where, err)
 			}
 			in.Operators = append(in.Operators, ops...)
+		case isRGD(obj.GetAPIVersion(), obj.GetKind()):
+			c, err := compileRGD(raw, where)
+			if err != nil {
+				return err
+			}
+			in.Operators = append(in.Operators, c.Operator)
 		case gvk.GroupVersion() == mcv1a1.GroupVersion && gvk.Kind == "CompositeController":
 			cc := &mcv1a1.CompositeController{}
 			if err := strict(raw, cc); err != nil {
@@ -202,7 +209,7 @@ func readControllers(path string, in *rbac.Input) error {
 			}
 			in.Decorators = append(in.Decorators, dc)
 		default:
-			return fmt.Errorf("%s: dctl rbac takes Operator (%s), CompositeController and DecoratorController (%s) objects", where, opv1a1.GroupVersion, mcv1a1.GroupVersion)
+			return fmt.Errorf("%s: dctl rbac takes Operator (%s), CompositeController and DecoratorController (%s) and ResourceGraphDefinition (%s) objects", where, opv1a1.GroupVersion, mcv1a1.GroupVersion, krov1a1.GroupVersion)
 		}
 	}
 	return nil

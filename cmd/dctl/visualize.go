@@ -54,7 +54,7 @@ func runVisualize(cmd *cobra.Command, o *visualizeOptions, stdout io.Writer) err
 	}
 	var ops []*opv1a1.Operator
 	for _, f := range o.files {
-		loaded, err := readOperators(f)
+		loaded, err := readOperatorsAndRGDs(f)
 		if err != nil {
 			return err
 		}

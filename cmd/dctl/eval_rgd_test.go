@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dcontroller/dcontroller/pkg/operator"
+)
+
+var updateRGD = flag.Bool("update-rgd", false, "rewrite the expected outputs under testdata/rgd/")
+
+// evalRGD runs dctl eval on testdata/rgd/<name>/rgd.yaml with the inputs
+// given (file names in that directory), compares the output with
+// expected.yaml there and returns the output objects.
+func evalRGD(t *testing.T, name string, inputs ...string) []*unstructured.Unstructured {
+	t.Helper()
+	dir := filepath.Join("testdata", "rgd", name)
+	o := &evalOptions{operatorFiles: []string{filepath.Join(dir, "rgd.yaml")}, output: "yaml"}
+	for _, in := range inputs {
+		o.inputFiles = append(o.inputFiles, filepath.Join(dir, in))
+	}
+	var stdout, stderr bytes.Buffer
+	if err := runEval(t.Context(), o, &stdout, &stderr); err != nil {
+		t.Fatalf("dctl eval: %v\n%s", err, stderr.String())
+	}
+	golden := filepath.Join(dir, "expected.yaml")
+	if len(inputs) > 1 || inputs[0] != "input.yaml" {
+		golden = filepath.Join(dir, "expected-"+strings.TrimSuffix(strings.Join(inputs, "+"), ".yaml")+".yaml")
+	}
+	if *updateRGD {
+		if err := os.WriteFile(golden, stdout.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update-rgd to create it)", err)
+	}
+	if !bytes.Equal(want, stdout.Bytes()) {
+		t.Errorf("output differs from %s (run with -update-rgd and review the diff):\n%s", golden, stdout.String())
+	}
+	objs, err := operator.DecodeObjects(bytes.NewReader(stdout.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// find returns the object of the kind and name, or nil.
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+func str(t *testing.T, o *unstructured.Unstructured, path ...string) string {
+	t.Helper()
+	if o == nil {
+		t.Fatalf("no object to read %v from", path)
+	}
+	v, _, _ := unstructured.NestedFieldNoCopy(o.Object, path...)
+	if v == nil {
+		return "<none>"
+	}
+	s, ok := v.(string)
+	if !ok {
+		b, _ := yamlOf(v)
+		return strings.TrimSpace(b)
+	}
+	return s
+}
+
+func yamlOf(v any) (string, error) {
+	b, err := yaml.Marshal(v)
+	return string(b), err
+}
+
+// condition returns the status of the instance's condition of the type.
+func condition(t *testing.T, o *unstructured.Unstructured, typ string) string {
+	t.Helper()
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m["status"].(string)
+		}
+	}
+	return "<none>"
+}
+
+// The webapp RGD: each WebApp gets its Deployment; the Service reads the
+// Deployment, so it is created once the Deployment is ready (readyWhen);
+// the status reads both, unset while what it reads is missing, and the
+// instance is ACTIVE with Ready True once every resource is ready (kro's
+// docs: 04-dependencies-ordering.md, 03-readiness.md, 15-instances.md).
+func TestEvalRGDWebapp(t *testing.T) {
+	objs := evalRGD(t, "webapp", "input.yaml")
+	shop, blog := find(objs, "WebApp", "shop"), find(objs, "WebApp", "blog")
+	for _, c := range []struct{ got, want string }{
+		{str(t, shop, "status", "state"), "ACTIVE"},
+		{condition(t, shop, "Ready"), "True"},
+		{condition(t, shop, "ResourcesReady"), "True"},
+		{str(t, shop, "status", "endpoint"), "http://shop-svc.default.svc:8080"},
+		{str(t, blog, "status", "state"), "IN_PROGRESS"},
+		{condition(t, blog, "Ready"), "False"},
+		{str(t, blog, "status", "endpoint"), "<none>"},
+		{str(t, blog, "status", "availableReplicas"), "<none>"},
+		{str(t, find(objs, "Deployment", "blog"), "metadata", "labels", "kro.run/instance-name"), "blog"},
+		{str(t, find(objs, "Deployment", "blog"), "metadata", "ownerReferences"), "- apiVersion: kro.run/v1alpha1\n  controller: true\n  kind: WebApp\n  name: blog\n  uid: 5d0c2c51-0002"},
+		{str(t, find(objs, "Service", "shop-svc"), "spec", "selector", "app"), "shop"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+	if shop.Object["status"].(map[string]any)["availableReplicas"] != int64(2) {
+		t.Errorf("shop availableReplicas = %v, want 2", shop.Object["status"])
+	}
+	if find(objs, "Service", "blog-svc") != nil {
+		t.Errorf("blog's Service exists before its Deployment is ready")
+	}
+}

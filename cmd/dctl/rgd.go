@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	sigsjson "sigs.k8s.io/json"
+
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/operator"
+	"github.com/dcontroller/dcontroller/pkg/rgd"
+)
+
+// isRGD reports whether an object's apiVersion and kind are kro's
+// ResourceGraphDefinition.
+func isRGD(apiVersion, kind string) bool {
+	return apiVersion == krov1a1.GroupVersion.String() && kind == "ResourceGraphDefinition"
+}
+
+// compileRGD decodes a ResourceGraphDefinition strictly (an unknown field is
+// an error, as the API server reports it) and compiles it into its Operator
+// (rgd.Compile). Errors name where, and the RGD field at fault.
+func compileRGD(raw []byte, where string) (*rgd.Compiled, error) {
+	r := &krov1a1.ResourceGraphDefinition{}
+	strict, err := sigsjson.UnmarshalStrict(raw, r, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if len(strict) > 0 {
+		return nil, fmt.Errorf("%s: %w", where, strict[0])
+	}
+	c, err := rgd.Compile(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: ResourceGraphDefinition %q: %w", where, r.Name, err)
+	}
+	return c, nil
+}
+
+// readOperatorsAndRGDs reads the Operators of a YAML or JSON stream, and
+// the Operators the ResourceGraphDefinitions among them compile to. A file
+// without an RGD is read as readOperators reads it.
+func readOperatorsAndRGDs(path string) ([]*opv1a1.Operator, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := operator.DecodeObjects(fh)
+	fh.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	any := false
+	for _, obj := range objs {
+		if isRGD(obj.GetAPIVersion(), obj.GetKind()) {
+			any = true
+		}
+	}
+	if !any {
+		return readOperators(path)
+	}
+	var ops []*opv1a1.Operator
+	for i, obj := range objs {
+		where := fmt.Sprintf("%s: object %d (%s %s)", path, i+1, obj.GetKind(), obj.GetName())
+		raw, err := json.Marshal(obj.Object)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if isRGD(obj.GetAPIVersion(), obj.GetKind()) {
+			c, err := compileRGD(raw, where)
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, c.Operator)
+			continue
+		}
+		loaded, err := operator.DecodeOperators(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		ops = append(ops, loaded...)
+	}
+	return ops, nil
+}

@@ -1,0 +1,1016 @@
+package rgd
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+)
+
+// The labels kro puts on the resources it manages (kro's pkg/metadata),
+// which the compiled controller sets and selects by.
+const (
+	LabelOwned           = "kro.run/owned"
+	LabelKroVersion      = "kro.run/kro-version"
+	LabelManagedBy       = "app.kubernetes.io/managed-by"
+	LabelInstanceID      = "kro.run/instance-id"
+	LabelInstanceName    = "kro.run/instance-name"
+	LabelInstanceNS      = "kro.run/instance-namespace"
+	LabelInstanceGroup   = "kro.run/instance-group"
+	LabelInstanceVersion = "kro.run/instance-version"
+	LabelInstanceKind    = "kro.run/instance-kind"
+	LabelRGDID           = "kro.run/resource-graph-definition-id"
+	LabelRGDName         = "kro.run/resource-graph-definition-name"
+	LabelNodeID          = "kro.run/node-id"
+	LabelCollectionIndex = "kro.run/collection-index"
+	LabelCollectionSize  = "kro.run/collection-size"
+)
+
+// ManagedByValue is the app.kubernetes.io/managed-by value kro sets.
+const ManagedByValue = "kro"
+
+// KroVersion is the kro.run/kro-version label value the compiled
+// controllers set: the kro release whose behaviour they follow.
+const KroVersion = "v0.9.0"
+
+// ControllerName is the name of the one controller of a compiled Operator.
+const ControllerName = "graph"
+
+// OperatorPrefix prefixes the RGD's name to name its Operator.
+const OperatorPrefix = "rgd-"
+
+// OperatorName is the name of the Operator an RGD compiles to:
+// "rgd-<RGD name>".
+func OperatorName(rgdName string) string { return OperatorPrefix + rgdName }
+
+// Compiled is what an RGD compiles to: the CRD of its instance kind and one
+// Operator whose controller creates each instance's resources and writes
+// its status. The runtime runs the Operator as any other.
+type Compiled struct {
+	CRD      *apiextensionsv1.CustomResourceDefinition
+	Operator *opv1a1.Operator
+}
+
+// clusterScopedKinds are the built-in kinds that are cluster-scoped, by
+// group/kind: a template of one of these gets no namespace from its
+// instance, and an externalRef of one is matched by name only. The compile
+// step has no discovery; any other kind is taken to be namespaced.
+var clusterScopedKinds = map[string]bool{
+	"/Namespace": true, "/Node": true, "/PersistentVolume": true,
+	"rbac.authorization.k8s.io/ClusterRole": true, "rbac.authorization.k8s.io/ClusterRoleBinding": true,
+	"apiextensions.k8s.io/CustomResourceDefinition": true, "storage.k8s.io/StorageClass": true,
+	"storage.k8s.io/CSIDriver": true, "scheduling.k8s.io/PriorityClass": true,
+	"networking.k8s.io/IngressClass": true, "node.k8s.io/RuntimeClass": true,
+	"admissionregistration.k8s.io/ValidatingWebhookConfiguration": true,
+	"admissionregistration.k8s.io/MutatingWebhookConfiguration":   true,
+	"apiregistration.k8s.io/APIService":                            true,
+	"kro.run/ResourceGraphDefinition":                              true,
+}
+
+// Compile compiles an RGD into the instance CRD (CRD) and one Operator named
+// OperatorName(rgd.Name) with one controller, ControllerName, in branch
+// form (see docs/kro.md, "How an RGD runs"):
+//
+//   - sources: the instance kind, and each kind the resources name (the
+//     objects of a template's kind selected by kro.run/resource-graph-
+//     definition-name; an externalRef's kind unselected);
+//   - per resource, a branch joining the instance with the observed
+//     objects of the resources it depends on (hash-joined on kro's
+//     instance labels), keeping what readyWhen and includeWhen allow,
+//     unwinding forEach, and projecting the template with kro's labels and
+//     an owner reference to the instance, into an Updater target named by
+//     the resource id;
+//   - one branch left-joining the instance with every resource, projecting
+//     spec.schema.status, kro's state and conditions into a Patcher of the
+//     instance's status.
+//
+// Expressions are @cel calls of the kro library (pkg/expression/celkro).
+// Errors are *Error with the path into the RGD: those of CRD, Instance and
+// BuildGraph, and what the pipeline cannot express (a resource of the
+// instance kind, one kind under two versions, a map key starting with $ or @
+// beside expressions).
+func Compile(rgd *krov1a1.ResourceGraphDefinition) (*Compiled, error) {
+	if rgd == nil {
+		return nil, errorf("", "no ResourceGraphDefinition")
+	}
+	crd, err := CRD(rgd)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := Instance(rgd.Spec.Schema)
+	if err != nil {
+		return nil, err
+	}
+	in, err := graphInput(rgd)
+	if err != nil {
+		return nil, err
+	}
+	g, err := BuildGraph(in)
+	if err != nil {
+		return nil, err
+	}
+	c := &rgdCompiler{rgd: rgd, inst: inst, g: g, in: in, kinds: map[string]*kindSource{}}
+	ctrl, err := c.controller()
+	if err != nil {
+		return nil, err
+	}
+	op := &opv1a1.Operator{
+		TypeMeta:   metav1.TypeMeta{APIVersion: opv1a1.GroupVersion.String(), Kind: "Operator"},
+		ObjectMeta: metav1.ObjectMeta{Name: OperatorName(rgd.Name)},
+		Spec:       opv1a1.OperatorSpec{Controllers: []opv1a1.Controller{*ctrl}},
+	}
+	return &Compiled{CRD: crd, Operator: op}, nil
+}
+
+// graphInput decodes the RGD's resources and status.
+func graphInput(rgd *krov1a1.ResourceGraphDefinition) (GraphInput, error) {
+	var in GraphInput
+	for i, r := range rgd.Spec.Resources {
+		path := Index("spec.resources", i)
+		if r == nil {
+			return in, errorf(path, "a resource is required")
+		}
+		ri := ResourceInput{ID: r.ID, ReadyWhen: r.ReadyWhen, IncludeWhen: r.IncludeWhen}
+		if len(r.Template.Raw) > 0 {
+			m, err := decodeJSONObject(r.Template.Raw)
+			if err != nil {
+				return in, errorf(Field(path, "template"), "%v", err)
+			}
+			ri.Template = m
+		}
+		if r.ExternalRef != nil {
+			b, err := json.Marshal(r.ExternalRef)
+			if err != nil {
+				return in, errorf(Field(path, "externalRef"), "%v", err)
+			}
+			m, err := decodeJSONObject(b)
+			if err != nil {
+				return in, errorf(Field(path, "externalRef"), "%v", err)
+			}
+			ri.ExternalRef = m
+		}
+		for _, d := range r.ForEach {
+			ri.ForEach = append(ri.ForEach, map[string]string(d))
+		}
+		in.Resources = append(in.Resources, ri)
+	}
+	if raw := rgd.Spec.Schema.Status.Raw; len(raw) > 0 {
+		m, err := decodeJSONObject(raw)
+		if err != nil {
+			return in, errorf("spec.schema.status", "%v", err)
+		}
+		in.Status = m
+	}
+	return in, nil
+}
+
+// decodeMap decodes a JSON object, numbers kept exact as json.Number.
+func decodeJSONObject(raw []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("an object is required")
+	}
+	return m, nil
+}
+
+// kindSource is one source of the controller.
+type kindSource struct {
+	gvk schema.GroupVersionKind
+	// external: some externalRef reads this kind, so the source is not
+	// restricted to the RGD's labelled objects.
+	external bool
+	path     string
+}
+
+type rgdCompiler struct {
+	rgd   *krov1a1.ResourceGraphDefinition
+	inst  InstanceKind
+	g     *Graph
+	in    GraphInput
+	kinds map[string]*kindSource // by kind
+	order []string               // kinds in order of first use
+}
+
+// observed is the stream of a resource's observed objects, one document
+// per instance: {"instance": {"name", "namespace"}, "object": obj} (or
+// "items": [obj, ...] for a collection).
+func observed(id string) string { return "observed_" + id }
+
+// wanted is the stream of an externalRef's name and namespace per instance.
+func wanted(id string) string { return "wanted_" + id }
+
+func gvkOf(apiVersion, kind string) schema.GroupVersionKind {
+	gv, _ := schema.ParseGroupVersion(apiVersion)
+	return gv.WithKind(kind)
+}
+
+func (c *rgdCompiler) addKind(path string, gvk schema.GroupVersionKind, external bool) error {
+	if gvk.Kind == c.inst.Kind {
+		return errorf(Field(path, "kind"), "a resource of the instance kind %s is not supported (one source per kind)", gvk.Kind)
+	}
+	if k, ok := c.kinds[gvk.Kind]; ok {
+		if k.gvk != gvk {
+			return errorf(Field(path, "apiVersion"), "kind %s is also used as %s at %s; one kind must keep one group and version", gvk.Kind, k.gvk.GroupVersion(), k.path)
+		}
+		k.external = k.external || external
+		return nil
+	}
+	c.kinds[gvk.Kind] = &kindSource{gvk: gvk, external: external, path: path}
+	c.order = append(c.order, gvk.Kind)
+	return nil
+}
+
+func (c *rgdCompiler) namespaced(gvk schema.GroupVersionKind) bool {
+	return !clusterScopedKinds[gvk.Group+"/"+gvk.Kind]
+}
+
+// resourceGVK is the kind a resource's template or externalRef names.
+func (c *rgdCompiler) resourceGVK(n *Node) schema.GroupVersionKind {
+	r := c.in.Resources[n.Index]
+	obj := r.Template
+	if n.External {
+		obj = r.ExternalRef
+	}
+	av, _ := obj["apiVersion"].(string)
+	k, _ := obj["kind"].(string)
+	return gvkOf(av, k)
+}
+
+func (c *rgdCompiler) controller() (*opv1a1.Controller, error) {
+	for _, n := range c.g.Nodes {
+		p := Field(n.Path, "template")
+		if n.External {
+			p = Field(n.Path, "externalRef")
+		}
+		if err := c.addKind(p, c.resourceGVK(n), n.External); err != nil {
+			return nil, err
+		}
+	}
+	ik := c.inst.Kind
+	group, version := c.inst.Group, c.inst.Version
+	sources := []opv1a1.Source{{Resource: opv1a1.Resource{APIGroup: &group, Version: &version, Kind: ik}}}
+	for _, k := range c.order {
+		ks := c.kinds[k]
+		g, v := ks.gvk.Group, ks.gvk.Version
+		s := opv1a1.Source{Resource: opv1a1.Resource{APIGroup: &g, Version: &v, Kind: k}}
+		if !ks.external {
+			s.LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{LabelRGDName: c.rgd.Name}}
+		}
+		sources = append(sources, s)
+	}
+	var branches []any
+	var targets []opv1a1.Target
+	for _, id := range c.g.Order {
+		n := c.g.Node(id)
+		obs, err := c.observedBranches(n)
+		if err != nil {
+			return nil, err
+		}
+		branches = append(branches, obs...)
+		if n.External {
+			continue
+		}
+		b, err := c.resourceBranch(n)
+		if err != nil {
+			return nil, err
+		}
+		branches = append(branches, b)
+		gvk := c.resourceGVK(n)
+		g, v := gvk.Group, gvk.Version
+		targets = append(targets, opv1a1.Target{Name: n.ID, Resource: opv1a1.Resource{APIGroup: &g, Version: &v, Kind: gvk.Kind}, Type: opv1a1.Updater})
+	}
+	sb, err := c.statusBranch()
+	if err != nil {
+		return nil, err
+	}
+	branches = append(branches, sb)
+	targets = append(targets, opv1a1.Target{Resource: opv1a1.Resource{APIGroup: &group, Version: &version, Kind: ik}, Type: opv1a1.Patcher})
+	raw, err := json.Marshal(branches)
+	if err != nil {
+		return nil, errorf("spec", "encoding the pipeline: %v", err)
+	}
+	return &opv1a1.Controller{Name: ControllerName, Sources: sources, Pipeline: apiextensionsv1.JSON{Raw: raw}, Targets: targets}, nil
+}
+
+// label is the JSONPath of a label of the subject at root.
+func label(root, key string) string { return root + ".metadata.labels['" + key + "']" }
+
+// instanceKey projects the instance name and namespace a managed object's
+// labels name.
+func (c *rgdCompiler) instanceKeyFromLabels(root string) map[string]any {
+	k := map[string]any{"name": label(root, LabelInstanceName)}
+	if c.inst.Namespaced {
+		k["namespace"] = label(root, LabelInstanceNS)
+	}
+	return k
+}
+
+func (c *rgdCompiler) instanceKey(root string) map[string]any {
+	k := map[string]any{"name": root + ".metadata.name"}
+	if c.inst.Namespaced {
+		k["namespace"] = root + ".metadata.namespace"
+	}
+	return k
+}
+
+// observedBranches are the branches that make observed(n.ID).
+func (c *rgdCompiler) observedBranches(n *Node) ([]any, error) {
+	gvk := c.resourceGVK(n)
+	kind := gvk.Kind
+	if !n.External {
+		sel := map[string]any{"@and": []any{
+			map[string]any{"@eq": []any{label("$", LabelNodeID), n.ID}},
+			map[string]any{"@eq": []any{label("$", LabelRGDName), c.rgd.Name}},
+		}}
+		b := []any{
+			map[string]any{"@inputs": []any{kind}},
+			map[string]any{"@select": sel},
+		}
+		if n.Collection {
+			b = append(b,
+				map[string]any{"@groupBy": []any{c.instanceKeyFromLabels("$"), "$"}},
+				map[string]any{"@project": map[string]any{"instance": "$.key", "items": "$.values"}})
+		} else {
+			b = append(b, map[string]any{"@project": map[string]any{"instance": c.instanceKeyFromLabels("$"), "object": "$"}})
+		}
+		return []any{append(b, map[string]any{"@output": observed(n.ID)})}, nil
+	}
+	// An externalRef: name (or selector) and namespace per instance.
+	ref := c.in.Resources[n.Index].ExternalRef
+	md, _ := ref["metadata"].(map[string]any)
+	bind := c.binding("$", false, nil)
+	nsExpr := any(nil)
+	kindNamespaced := c.namespaced(gvk)
+	if kindNamespaced {
+		if v, ok := md["namespace"]; ok && v != "" {
+			x, err := c.value(v, Field(Field(Field(n.Path, "externalRef"), "metadata"), "namespace"), "metadata.namespace", n, bind)
+			if err != nil {
+				return nil, err
+			}
+			nsExpr = x
+		} else if c.inst.Namespaced {
+			nsExpr = "$.metadata.namespace"
+		} else {
+			nsExpr = "default"
+		}
+	}
+	want := map[string]any{"instance": c.instanceKey("$")}
+	if nsExpr != nil {
+		want["namespace"] = nsExpr
+	}
+	objRoot := "$." + kind
+	wroot := "$." + wanted(n.ID)
+	conds := []any{}
+	if kindNamespaced {
+		conds = append(conds, map[string]any{"@eq": []any{wroot + ".namespace", objRoot + ".metadata.namespace"}})
+	}
+	if !n.Collection {
+		x, err := c.value(md["name"], Field(Field(Field(n.Path, "externalRef"), "metadata"), "name"), "metadata.name", n, bind)
+		if err != nil {
+			return nil, err
+		}
+		want["name"] = x
+		conds = append(conds, map[string]any{"@eq": []any{wroot + ".name", objRoot + ".metadata.name"}})
+	} else {
+		selPath := Field(Field(Field(n.Path, "externalRef"), "metadata"), "selector")
+		x, err := c.value(md["selector"], selPath, "metadata.selector", n, bind)
+		if err != nil {
+			return nil, err
+		}
+		want["selector"] = x
+	}
+	b1 := []any{
+		map[string]any{"@inputs": []any{c.inst.Kind}},
+		map[string]any{"@project": want},
+		map[string]any{"@output": wanted(n.ID)},
+	}
+	b2 := []any{map[string]any{"@inputs": []any{wanted(n.ID), kind}}}
+	if len(conds) == 0 {
+		// A cluster-scoped kind read by selector: every object is a
+		// candidate (no hash key).
+		conds = append(conds, true)
+	}
+	b2 = append(b2, map[string]any{"@join": map[string]any{"@and": conds}})
+	if n.Collection {
+		b2 = append(b2,
+			map[string]any{"@select": map[string]any{"@selector": []any{wroot + ".selector", objRoot + ".metadata.labels"}}},
+			map[string]any{"@groupBy": []any{wroot + ".instance", objRoot}},
+			map[string]any{"@project": map[string]any{"instance": "$.key", "items": "$.values"}})
+	} else {
+		b2 = append(b2, map[string]any{"@project": map[string]any{"instance": wroot + ".instance", "object": objRoot}})
+	}
+	b2 = append(b2, map[string]any{"@output": observed(n.ID)})
+	return []any{b1, b2}, nil
+}
+
+// binding says where each CEL variable is in a branch's subject: schema
+// at root (or root.<Kind> when compound), each resource in deps at its
+// observed stream.
+type binding struct {
+	vars map[string]any
+}
+
+// binding returns the variables of a subject rooted at root: compound
+// (joined, keyed by input names) or the instance itself, with the
+// observed resources deps.
+func (c *rgdCompiler) binding(root string, compound bool, deps []*Node) binding {
+	b := binding{vars: map[string]any{}}
+	if compound {
+		b.vars[SchemaVar] = root + "." + c.inst.Kind
+	} else {
+		b.vars[SchemaVar] = root
+	}
+	for _, d := range deps {
+		p := root + "." + observed(d.ID)
+		if d.Collection {
+			b.vars[d.ID] = map[string]any{"@definedOr": []any{p + ".items", []any{}}}
+		} else {
+			b.vars[d.ID] = p + ".object"
+		}
+	}
+	return b
+}
+
+// celCall is the @cel call evaluating src with the variables names bound.
+func (b binding) celCall(src string, names []string) (map[string]any, error) {
+	vars := map[string]any{}
+	for _, n := range names {
+		v, ok := b.vars[n]
+		if !ok {
+			return nil, fmt.Errorf("%s is not available here", n)
+		}
+		vars[n] = v
+	}
+	return map[string]any{"@cel": map[string]any{"expr": src, "vars": vars, "library": "kro"}}, nil
+}
+
+// value converts a template (or externalRef) value at path (rel inside the
+// object) into a pipeline expression: literals (wrapped in @literal where
+// the expression language would read them otherwise) and @cel calls for
+// the strings that hold ${...}.
+func (c *rgdCompiler) value(v any, path, rel string, n *Node, b binding) (any, error) {
+	if !holdsExpr(v) {
+		if needsLiteral(v) {
+			return map[string]any{"@literal": v}, nil
+		}
+		return v, nil
+	}
+	switch x := v.(type) {
+	case string:
+		f, err := ParseField(path, x)
+		if err != nil {
+			return nil, err
+		}
+		cf := c.field(n, rel)
+		src, names := f.CEL(), []string(nil)
+		if cf != nil {
+			names = cf.Expr.Names()
+		} else {
+			x, err := c.g.Env.Compile(src)
+			if err != nil {
+				return nil, &Error{Path: path, Err: err}
+			}
+			names = x.Names()
+		}
+		call, err := b.celCall(src, names)
+		if err != nil {
+			return nil, errorf(path, "%v", err)
+		}
+		return call, nil
+	case map[string]any:
+		out := map[string]any{}
+		for _, k := range sortedKeys(x) {
+			if strings.HasPrefix(k, "$") || strings.HasPrefix(k, "@") {
+				return nil, errorf(Field(path, k), "a key starting with %q beside expressions is not supported", k[:1])
+			}
+			e, err := c.value(x[k], Field(path, k), joinRelKey(rel, k), n, b)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = e
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			y, err := c.value(e, Index(path, i), Index(rel, i), n, b)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = y
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+func joinRelKey(rel, k string) string {
+	return Field(rel, k)
+}
+
+// field returns the compiled field of n at rel, or nil.
+func (c *rgdCompiler) field(n *Node, rel string) *CompiledField {
+	if n == nil {
+		return nil
+	}
+	for _, f := range n.Fields {
+		if f.Rel == rel {
+			return f
+		}
+	}
+	return nil
+}
+
+// holdsExpr reports whether v holds a string with ${...}.
+func holdsExpr(v any) bool {
+	switch x := v.(type) {
+	case string:
+		f, err := ParseField("", x)
+		return err != nil || f != nil
+	case map[string]any:
+		for _, e := range x {
+			if holdsExpr(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if holdsExpr(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// needsLiteral reports whether the expression language would read v as
+// something other than itself: a string starting with $ (a JSONPath) or
+// "@now", a map key starting with $ (a setter) or @ (an operator).
+func needsLiteral(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return strings.HasPrefix(x, "$") || x == "@now"
+	case map[string]any:
+		for k, e := range x {
+			if strings.HasPrefix(k, "$") || strings.HasPrefix(k, "@") || needsLiteral(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if needsLiteral(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// conj is the CEL conjunction of the sources, "true" for none.
+func conj(srcs []string) string {
+	if len(srcs) == 0 {
+		return "true"
+	}
+	parts := make([]string, len(srcs))
+	for i, s := range srcs {
+		parts[i] = "(" + s + ")"
+	}
+	return strings.Join(parts, " && ")
+}
+
+// readySrc is the CEL saying that resource d, bound to the variable d.ID,
+// is ready: it exists and its readyWhen holds; for a collection, all its
+// items are there (as many as their kro.run/collection-size label says) and
+// readyWhen holds for each.
+func readySrc(d *Node) string {
+	var conds []string
+	for _, r := range d.ReadyWhen {
+		conds = append(conds, r.Expr.Source)
+	}
+	if d.Collection {
+		if d.External {
+			if len(conds) == 0 {
+				return "true"
+			}
+			return fmt.Sprintf("%s.all(%s, %s)", d.ID, EachVar, conj(conds))
+		}
+		s := fmt.Sprintf("(size(%[1]s) == 0 || size(%[1]s) == int(%[1]s[0].metadata.labels[%[2]q]))", d.ID, LabelCollectionSize)
+		if len(conds) > 0 {
+			s += fmt.Sprintf(" && %s.all(%s, %s)", d.ID, EachVar, conj(conds))
+		}
+		return s
+	}
+	return fmt.Sprintf("%s != null && %s", d.ID, conj(conds))
+}
+
+// names returns the distinct variable names of the expressions.
+func names(xs ...*Expression) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range xs {
+		for _, n := range x.Names() {
+			if n == EachVar || seen[n] {
+				continue
+			}
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// resourceBranch is the branch that makes the desired objects of template
+// resource n.
+func (c *rgdCompiler) resourceBranch(n *Node) ([]any, error) {
+	ik := c.inst.Kind
+	var deps []*Node
+	for _, id := range n.DependsOn {
+		deps = append(deps, c.g.Node(id))
+	}
+	inputs := []any{ik}
+	for _, d := range deps {
+		inputs = append(inputs, observed(d.ID))
+	}
+	stages := []any{map[string]any{"@inputs": inputs}}
+	compound := len(deps) > 0
+	if compound {
+		var conds []any
+		var soft []any
+		for _, d := range deps {
+			r := "$." + observed(d.ID) + ".instance"
+			conds = append(conds, map[string]any{"@eq": []any{r + ".name", "$." + ik + ".metadata.name"}})
+			if c.inst.Namespaced {
+				conds = append(conds, map[string]any{"@eq": []any{r + ".namespace", "$." + ik + ".metadata.namespace"}})
+			}
+			if d.Collection {
+				soft = append(soft, observed(d.ID))
+			}
+		}
+		var join any = map[string]any{"@and": conds}
+		if len(soft) > 0 {
+			join = []any{join, map[string]any{"soft": soft}}
+		}
+		stages = append(stages, map[string]any{"@join": join})
+	}
+	b := c.binding("$", compound, deps)
+	// Gate: the dependencies are ready, the resource is included.
+	var gate []string
+	var gateX []*Expression
+	for _, d := range deps {
+		gate = append(gate, readySrc(d))
+		gateX = append(gateX, readyWhenExprs(d)...)
+	}
+	for _, w := range n.IncludeWhen {
+		gate = append(gate, w.Expr.Source)
+		gateX = append(gateX, w.Expr)
+	}
+	if len(gate) > 0 {
+		nm := names(gateX...)
+		for _, d := range deps {
+			if !contains(nm, d.ID) {
+				nm = append(nm, d.ID)
+			}
+		}
+		call, err := b.celCall(conj(gate), nm)
+		if err != nil {
+			return nil, errorf(n.Path, "%v", err)
+		}
+		stages = append(stages, map[string]any{"@select": call})
+	}
+	root := "$"
+	if len(n.ForEach) > 0 {
+		// The items: the Cartesian product of the dimensions, in order,
+		// each with its index and the collection's size.
+		var xs []*Expression
+		for _, it := range n.ForEach {
+			xs = append(xs, it.Expr)
+		}
+		call, err := b.celCall(productSrc(n.ForEach), names(xs...))
+		if err != nil {
+			return nil, errorf(Field(n.Path, "forEach"), "%v", err)
+		}
+		stages = append(stages,
+			map[string]any{"@project": map[string]any{"ctx": "$", "items": call}},
+			map[string]any{"@unwind": "$.items"})
+		root = "$.ctx"
+		b = c.binding(root, compound, deps)
+		for _, it := range n.ForEach {
+			b.vars[it.Name] = "$.items.item." + it.Name
+		}
+	}
+	// Guard: every expression of the template resolves (kro waits for data
+	// that is not there yet).
+	if len(n.Fields) > 0 {
+		var srcs []string
+		var xs []*Expression
+		seen := map[string]bool{}
+		for _, f := range n.Fields {
+			if seen[f.Expr.Source] {
+				continue
+			}
+			seen[f.Expr.Source] = true
+			srcs = append(srcs, "("+f.Expr.Source+")")
+			xs = append(xs, f.Expr)
+		}
+		call, err := b.celCall("size(["+strings.Join(srcs, ", ")+"]) >= 0", names(xs...))
+		if err != nil {
+			return nil, errorf(n.Path, "%v", err)
+		}
+		stages = append(stages, map[string]any{"@select": call})
+	}
+	tmpl := c.in.Resources[n.Index].Template
+	obj, err := c.value(tmpl, Field(n.Path, "template"), "", n, b)
+	if err != nil {
+		return nil, err
+	}
+	instRoot := b.vars[SchemaVar].(string)
+	gvk := c.resourceGVK(n)
+	labels := map[string]any{
+		LabelOwned:           "true",
+		LabelKroVersion:      KroVersion,
+		LabelManagedBy:       ManagedByValue,
+		LabelInstanceName:    instRoot + ".metadata.name",
+		LabelInstanceGroup:   c.inst.Group,
+		LabelInstanceVersion: c.inst.Version,
+		LabelInstanceKind:    c.inst.Kind,
+		LabelRGDID:           string(c.rgd.UID),
+		LabelRGDName:         c.rgd.Name,
+		LabelNodeID:          n.ID,
+	}
+	if c.inst.Namespaced {
+		labels[LabelInstanceNS] = instRoot + ".metadata.namespace"
+	}
+	if len(n.ForEach) > 0 {
+		labels[LabelCollectionIndex] = map[string]any{"@string": "$.items.index"}
+		labels[LabelCollectionSize] = map[string]any{"@string": "$.items.size"}
+	}
+	meta := map[string]any{"labels": labels}
+	if md, _ := tmpl["metadata"].(map[string]any); md["namespace"] == nil && c.inst.Namespaced && c.namespaced(gvk) {
+		meta["namespace"] = instRoot + ".metadata.namespace"
+	}
+	owner := map[string]any{
+		"metadata": map[string]any{
+			"labels": map[string]any{LabelInstanceID: instRoot + ".metadata.uid"},
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": schema.GroupVersion{Group: c.inst.Group, Version: c.inst.Version}.String(),
+				"kind":       c.inst.Kind,
+				"name":       instRoot + ".metadata.name",
+				"uid":        instRoot + ".metadata.uid",
+				"controller": true,
+			}},
+		},
+	}
+	stages = append(stages,
+		map[string]any{"@project": []any{
+			obj,
+			map[string]any{"metadata": meta},
+			map[string]any{"@cond": []any{map[string]any{"@exists": instRoot + ".metadata.uid"}, owner, map[string]any{}}},
+		}},
+		map[string]any{"@output": n.ID})
+	return stages, nil
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func readyWhenExprs(d *Node) []*Expression {
+	var out []*Expression
+	for _, r := range d.ReadyWhen {
+		out = append(out, r.Expr)
+	}
+	return out
+}
+
+// productSrc is the CEL making a forEach's items: the Cartesian product of
+// its dimensions, the first dimension outermost (kro's order), as a list of
+// {"item": {iterator: value, ...}, "index": i, "size": n}.
+func productSrc(dims []*Iterator) string {
+	// e1.map(v0, e2.map(v1, {"i1": v0, "i2": v1})).flatten(k-1)
+	inner := "{"
+	for i, d := range dims {
+		if i > 0 {
+			inner += ", "
+		}
+		inner += fmt.Sprintf("%q: __v%d", d.Name, i)
+	}
+	inner += "}"
+	s := inner
+	for i := len(dims) - 1; i >= 0; i-- {
+		s = fmt.Sprintf("(%s).map(__v%d, %s)", dims[i].Expr.Source, i, s)
+	}
+	if len(dims) > 1 {
+		s = fmt.Sprintf("(%s).flatten(%d)", s, len(dims)-1)
+	}
+	return fmt.Sprintf("cel.bind(__items, %s, lists.range(size(__items)).map(__i, {\"item\": __items[__i], \"index\": __i, \"size\": size(__items)}))", s)
+}
+
+// statusBranch is the branch that writes each instance's status: the
+// instance left-joined with every resource's observed state.
+func (c *rgdCompiler) statusBranch() ([]any, error) {
+	ik := c.inst.Kind
+	inputs := []any{ik}
+	var conds, soft []any
+	for _, n := range c.g.Nodes {
+		inputs = append(inputs, observed(n.ID))
+		r := "$." + observed(n.ID) + ".instance"
+		conds = append(conds, map[string]any{"@eq": []any{r + ".name", "$." + ik + ".metadata.name"}})
+		if c.inst.Namespaced {
+			conds = append(conds, map[string]any{"@eq": []any{r + ".namespace", "$." + ik + ".metadata.namespace"}})
+		}
+		soft = append(soft, observed(n.ID))
+	}
+	stages := []any{map[string]any{"@inputs": inputs}}
+	compound := len(c.g.Nodes) > 0
+	if compound {
+		stages = append(stages, map[string]any{"@join": []any{map[string]any{"@and": conds}, map[string]any{"soft": soft}}})
+	}
+	b := c.binding("$", compound, c.g.Nodes)
+	instRoot := b.vars[SchemaVar].(string)
+	status := map[string]any{}
+	for _, f := range c.g.Status {
+		// A field reading a resource that is not there is null, as kro
+		// leaves it unset.
+		nm := f.Expr.Names()
+		var missing []string
+		for _, name := range nm {
+			if d := c.g.Node(name); d != nil && !d.Collection {
+				missing = append(missing, name+" == null")
+			}
+		}
+		src := f.Expr.Source
+		if len(missing) > 0 {
+			src = fmt.Sprintf("(%s) ? null : dyn(%s)", strings.Join(missing, " || "), src)
+		}
+		call, err := b.celCall(src, nm)
+		if err != nil {
+			return nil, errorf(f.Path, "%v", err)
+		}
+		if err := setPath(status, f.Rel, call); err != nil {
+			return nil, errorf(f.Path, "%v", err)
+		}
+	}
+	// Every included resource exists and is ready.
+	var oks []string
+	var xs []*Expression
+	included := map[string]string{}
+	for _, id := range c.g.Order {
+		n := c.g.Node(id)
+		var inc []string
+		for _, w := range n.IncludeWhen {
+			inc = append(inc, w.Expr.Source)
+			xs = append(xs, w.Expr)
+		}
+		for _, d := range n.DependsOn {
+			if s := included[d]; s != "true" {
+				inc = append(inc, s)
+			}
+		}
+		included[id] = conj(inc)
+		xs = append(xs, readyWhenExprs(n)...)
+		ok := readySrc(n)
+		if included[id] != "true" {
+			ok = fmt.Sprintf("(%s) || !(%s)", ok, included[id])
+		}
+		oks = append(oks, ok)
+	}
+	readySrcAll := conj(oks)
+	if len(readySrcAll) > maxReadySource {
+		return nil, errorf("spec.resources", "the readiness expression of the graph is %d bytes, over %d", len(readySrcAll), maxReadySource)
+	}
+	nm := names(xs...)
+	for _, n := range c.g.Nodes {
+		if !contains(nm, n.ID) {
+			nm = append(nm, n.ID)
+		}
+	}
+	ready, err := b.celCall(readySrcAll, nm)
+	if err != nil {
+		return nil, errorf("spec.resources", "%v", err)
+	}
+	isReady := map[string]any{"@eq": []any{ready, true}}
+	gen := map[string]any{"@definedOr": []any{instRoot + ".metadata.generation", 0}}
+	cond := func(typ string, status any, reason any, msg any) map[string]any {
+		return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg, "observedGeneration": gen}
+	}
+	status["state"] = map[string]any{"@cond": []any{isReady, string(krov1a1.InstanceStateActive), string(krov1a1.InstanceStateInProgress)}}
+	status["conditions"] = []any{
+		cond(string(krov1a1.InstanceConditionInstanceManaged), "True", "Managed", "the instance's resources carry its labels and owner reference"),
+		cond(string(krov1a1.InstanceConditionGraphResolved), "True", "Resolved", "the resource graph is compiled"),
+		cond(string(krov1a1.InstanceConditionResourcesReady),
+			map[string]any{"@cond": []any{isReady, "True", "False"}},
+			map[string]any{"@cond": []any{isReady, "AllResourcesReady", "NotReady"}},
+			map[string]any{"@cond": []any{isReady, "every included resource exists and is ready", "waiting for resources to exist and be ready"}}),
+		cond(string(krov1a1.InstanceConditionReady),
+			map[string]any{"@cond": []any{isReady, "True", "False"}},
+			map[string]any{"@cond": []any{isReady, "Ready", "NotReady"}},
+			""),
+	}
+	meta := map[string]any{"name": instRoot + ".metadata.name"}
+	if c.inst.Namespaced {
+		meta["namespace"] = instRoot + ".metadata.namespace"
+	}
+	stages = append(stages,
+		map[string]any{"@project": map[string]any{"metadata": meta, "status": status}},
+		map[string]any{"@output": ik})
+	return stages, nil
+}
+
+// maxReadySource bounds the CEL text of the graph's readiness.
+const maxReadySource = 1 << 20
+
+// setPath sets the value at a path of Field/Index notation (a.b["c.d"],
+// no list indexes) in m.
+func setPath(m map[string]any, rel string, v any) error {
+	keys, err := splitRel(rel)
+	if err != nil {
+		return err
+	}
+	cur := m
+	for i, k := range keys {
+		if i == len(keys)-1 {
+			cur[k] = v
+			return nil
+		}
+		next, ok := cur[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			cur[k] = next
+		}
+		cur = next
+	}
+	return nil
+}
+
+// splitRel splits a path of Field notation into its keys.
+func splitRel(rel string) ([]string, error) {
+	var keys []string
+	for i := 0; i < len(rel); {
+		switch rel[i] {
+		case '.':
+			i++
+		case '[':
+			if i+1 < len(rel) && rel[i+1] == '"' {
+				// a quoted key: find the closing quote
+				j := i + 2
+				for ; j < len(rel); j++ {
+					if rel[j] == '\\' {
+						j++
+						continue
+					}
+					if rel[j] == '"' {
+						break
+					}
+				}
+				var k string
+				if err := json.Unmarshal([]byte(rel[i+1:j+1]), &k); err != nil {
+					return nil, fmt.Errorf("bad path %s", rel)
+				}
+				keys = append(keys, k)
+				i = j + 2
+				continue
+			}
+			return nil, fmt.Errorf("a status field inside a list (%s) is not supported", rel)
+		default:
+			j := i
+			for j < len(rel) && rel[j] != '.' && rel[j] != '[' {
+				j++
+			}
+			keys = append(keys, rel[i:j])
+			i = j
+		}
+	}
+	return keys, nil
+}
+
+// DecodeRGD decodes one ResourceGraphDefinition from its JSON (an object
+// as read from a YAML stream).
+func DecodeRGD(raw []byte) (*krov1a1.ResourceGraphDefinition, error) {
+	var r krov1a1.ResourceGraphDefinition
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
