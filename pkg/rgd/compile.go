@@ -70,8 +70,8 @@ var clusterScopedKinds = map[string]bool{
 	"networking.k8s.io/IngressClass": true, "node.k8s.io/RuntimeClass": true,
 	"admissionregistration.k8s.io/ValidatingWebhookConfiguration": true,
 	"admissionregistration.k8s.io/MutatingWebhookConfiguration":   true,
-	"apiregistration.k8s.io/APIService":                            true,
-	"kro.run/ResourceGraphDefinition":                              true,
+	"apiregistration.k8s.io/APIService":                           true,
+	"kro.run/ResourceGraphDefinition":                             true,
 }
 
 // Compile compiles an RGD into the instance CRD (CRD) and one Operator named
@@ -1013,4 +1013,3 @@ func DecodeRGD(raw []byte) (*krov1a1.ResourceGraphDefinition, error) {
 	}
 	return &r, nil
 }
-
