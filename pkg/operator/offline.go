@@ -325,8 +325,42 @@ func (o *Offline) run(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("operator %q: controller %q: %w", c.operator, c.Name(), err))
 			}
 		}
+		errs = append(errs, o.restore(ctx, batch)...)
 	}
 	return errors.Join(errs...)
+}
+
+// restore does offline what a manager's target watches do: each target
+// object of the batch that a controller's target tracks (written by it,
+// changed or deleted since) is checked and written back when it differs
+// from the desired state (controller.Target.RestoreTarget). So an input
+// that replaces or deletes a target object ends where the cluster would,
+// and applying the inputs one by one (Apply, dctl eval --trace) reaches the
+// state ApplyAll does. The controllers' own writes come back here too and
+// cost a read. A restore its backoff holds back is not made.
+func (o *Offline) restore(ctx context.Context, batch []view.Event) []error {
+	var errs []error
+	for _, ev := range batch {
+		obj := ev.Object
+		if ev.Type == view.Deleted && ev.Old != nil {
+			obj = ev.Old
+		}
+		if obj == nil {
+			continue
+		}
+		key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+		for _, c := range o.controllers {
+			for _, t := range c.Targets() {
+				if !t.Tracks(obj) {
+					continue
+				}
+				if _, err := t.RestoreTarget(ctx, key); err != nil {
+					errs = append(errs, fmt.Errorf("operator %q: controller %q: %w", c.operator, c.Name(), err))
+				}
+			}
+		}
+	}
+	return errs
 }
 
 // busiest names the controllers with the most writes since before, most first.

@@ -48,7 +48,7 @@ func TestApplyAllEqualsApplyOneByOne(t *testing.T) {
 			for _, o := range objs {
 				versions[o.GroupVersionKind().Group+"/"+o.GetKind()] = o.GroupVersionKind().Version
 			}
-			one := mustOffline(t, opYAML, OfflineOptions{Versions: versions})
+			one := mustOffline(t, opYAML, OfflineOptions{Versions: versions, StatusSubresource: InputStatusSubresource(objs)})
 			if err := one.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +57,7 @@ func TestApplyAllEqualsApplyOneByOne(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			all := mustOffline(t, opYAML, OfflineOptions{Versions: versions})
+			all := mustOffline(t, opYAML, OfflineOptions{Versions: versions, StatusSubresource: InputStatusSubresource(objs)})
 			if err := all.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
