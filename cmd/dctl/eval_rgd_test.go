@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -127,5 +129,103 @@ func TestEvalRGDWebapp(t *testing.T) {
 	}
 	if find(objs, "Service", "blog-svc") != nil {
 		t.Errorf("blog's Service exists before its Deployment is ready")
+	}
+}
+
+// includeWhen: the Ingress exists only while spec.ingress.enabled holds;
+// turning it off deletes it and unsets the status read from it (kro's
+// docs: 02-conditional-creation.md). An excluded resource does not keep
+// the instance from being ACTIVE.
+func TestEvalRGDIncludeWhen(t *testing.T) {
+	objs := evalRGD(t, "ingress", "input.yaml")
+	if find(objs, "Ingress", "public") == nil || find(objs, "Ingress", "internal") != nil {
+		t.Errorf("want an Ingress for public only")
+	}
+	if got := str(t, find(objs, "Site", "public"), "status", "host"); got != "public.example.com" {
+		t.Errorf("public host = %q", got)
+	}
+	for _, name := range []string{"public", "internal"} {
+		if got := str(t, find(objs, "Site", name), "status", "state"); got != "ACTIVE" {
+			t.Errorf("%s state = %q, want ACTIVE", name, got)
+		}
+	}
+	objs = evalRGD(t, "ingress", "input.yaml", "disable.yaml")
+	if find(objs, "Ingress", "public") != nil {
+		t.Errorf("the Ingress stays after includeWhen turned false")
+	}
+	if got := str(t, find(objs, "Site", "public"), "status", "host"); got != "<none>" {
+		t.Errorf("public host = %q after the Ingress went", got)
+	}
+}
+
+// forEach over two dimensions: one ConfigMap per item of the Cartesian
+// product, each labelled with its index and the collection's size; a
+// resource reading the collection gets it as a list in kro's order (the
+// first dimension outermost) once every item is ready (kro's docs:
+// 04-collections.md).
+func TestEvalRGDForEach(t *testing.T) {
+	objs := evalRGD(t, "collection", "input.yaml")
+	for i, name := range []string{"edge-eu-web", "edge-eu-db", "edge-us-web", "edge-us-db"} {
+		cm := find(objs, "ConfigMap", name)
+		if got := str(t, cm, "metadata", "labels", "kro.run/collection-index"); got != string(rune('0'+i)) {
+			t.Errorf("%s index = %q, want %d", name, got, i)
+		}
+		if got := str(t, cm, "metadata", "labels", "kro.run/collection-size"); got != "4" {
+			t.Errorf("%s size = %q, want 4", name, got)
+		}
+	}
+	if got := str(t, find(objs, "Secret", "edge-summary"), "data", "names"); got != "ZWRnZS1ldS13ZWIsZWRnZS1ldS1kYixlZGdlLXVzLXdlYixlZGdlLXVzLWRi" { // edge-eu-web,edge-eu-db,edge-us-web,edge-us-db
+		t.Errorf("summary names = %q", got)
+	}
+	fleet := find(objs, "Fleet", "edge")
+	if got := str(t, fleet, "status", "configs"); got != "4" {
+		t.Errorf("status.configs = %q, want 4", got)
+	}
+	if got := str(t, fleet, "status", "state"); got != "ACTIVE" {
+		t.Errorf("state = %q, want ACTIVE", got)
+	}
+}
+
+// externalRef: the app reads a ConfigMap it does not manage, found by a
+// name from the instance; it is never written, and an instance whose
+// ConfigMap does not exist waits (no Deployment, IN_PROGRESS) (kro's docs:
+// 05-external-references.md).
+func TestEvalRGDExternalRef(t *testing.T) {
+	objs := evalRGD(t, "external", "input.yaml")
+	if got := str(t, find(objs, "Deployment", "api"), "spec", "template", "spec", "containers"); !strings.Contains(got, "value: debug") {
+		t.Errorf("api's container does not carry the ConfigMap's value:\n%s", got)
+	}
+	if got := str(t, find(objs, "ConfiguredApp", "api"), "status", "logLevel"); got != "debug" {
+		t.Errorf("api logLevel = %q", got)
+	}
+	if find(objs, "Deployment", "worker") != nil {
+		t.Errorf("worker's Deployment exists without its ConfigMap")
+	}
+	if got := str(t, find(objs, "ConfiguredApp", "worker"), "status", "state"); got != "IN_PROGRESS" {
+		t.Errorf("worker state = %q, want IN_PROGRESS", got)
+	}
+	if find(objs, "ConfigMap", "platform-config") != nil {
+		t.Errorf("the external ConfigMap is written (it is not a target)")
+	}
+}
+
+// dctl visualize and dctl rbac take an RGD file as the Operator it compiles
+// to.
+func TestVisualizeAndRBACOfRGD(t *testing.T) {
+	f := filepath.Join("testdata", "rgd", "webapp", "rgd.yaml")
+	var out bytes.Buffer
+	if err := runVisualize(&cobra.Command{}, &visualizeOptions{files: []string{f}, format: "mermaid"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "operator rgd-webapp.kro.run") {
+		t.Errorf("visualize:\n%s", out.String())
+	}
+	out.Reset()
+	var stderr bytes.Buffer
+	if err := runRBAC(&rbacOptions{files: []string{f}, offline: true, output: "yaml", name: "dcontroller-operators"}, &out, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "webapps.kro.run/status: patch") {
+		t.Errorf("rbac:\n%s", out.String())
 	}
 }

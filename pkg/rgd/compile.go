@@ -439,7 +439,17 @@ func (c *rgdCompiler) binding(root string, compound bool, deps []*Node) binding 
 	for _, d := range deps {
 		p := root + "." + observed(d.ID)
 		if d.Collection {
-			b.vars[d.ID] = map[string]any{"@definedOr": []any{p + ".items", []any{}}}
+			items := map[string]any{"@definedOr": []any{p + ".items", []any{}}}
+			if d.External {
+				b.vars[d.ID] = items
+			} else {
+				// In kro's order: by collection index.
+				b.vars[d.ID] = map[string]any{"@cel": map[string]any{
+					"expr":    fmt.Sprintf("items.sortBy(x, int(x.metadata.labels[%q]))", LabelCollectionIndex),
+					"vars":    map[string]any{"items": items},
+					"library": "kro",
+				}}
+			}
 		} else {
 			b.vars[d.ID] = p + ".object"
 		}
