@@ -61,8 +61,9 @@ Metacontroller-style CompositeControllers and DecoratorControllers:
 
 The related resources of a customize hook are chosen at run time and are
 not included (a warning says so). Each rule is explained by a comment.
-The manager's own permissions (Operator objects, their status, Events) are
-not included: the Helm chart and config/rbac grant them.
+The manager's own permissions (Operator and ResourceGraphDefinition objects,
+their status, RGDs' instance CRDs, Events) are not included: the Helm chart
+and config/rbac grant them.
 
 Resource names come from the cluster's API discovery when a cluster is
 reachable (--kubeconfig, $KUBECONFIG or ~/.kube/config); otherwise, or with

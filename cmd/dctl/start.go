@@ -13,12 +13,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/internal/events"
 	"github.com/dcontroller/dcontroller/pkg/apiserver"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
+	"github.com/dcontroller/dcontroller/pkg/rgdruntime"
 	"github.com/dcontroller/dcontroller/pkg/sharding"
 )
 
@@ -27,6 +29,7 @@ func newStartCommand() *cobra.Command {
 	mf := &metacontrollerFlags{}
 	af := &apiServerFlags{}
 	sf := &shardingFlags{}
+	rgds := true
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Run the manager: watch Operator objects in the cluster and run them",
@@ -37,7 +40,11 @@ Operator is (re)started, a deleted one stopped, and each Operator's status
 reports its controllers' readiness, recent errors and counters. It also runs
 the Metacontroller-compatible CompositeController and DecoratorController
 objects (metacontroller.k8s.io/v1alpha1) with their hooks; see
-docs/metacontroller.md. All controllers share one informer per watched kind.
+docs/metacontroller.md. With --rgd (the default) it also runs kro's
+ResourceGraphDefinitions (kro.run/v1alpha1): each one's instance CRD is
+applied and its controllers run like an Operator's, with the RGD's status
+saying how it went; see docs/kro.md. All controllers share one informer per
+watched kind.
 
 Metacontroller's flags are accepted with Metacontroller's meaning, so that the
 args of a Metacontroller Deployment run unchanged: ` + metacontrollerSpellings() + `.
@@ -62,9 +69,11 @@ Where dctl already had a flag for the same setting, both spellings set it
 			ctrl.SetLogger(log)
 			ctx, stop := signal.NotifyContext(contextOf(cmd), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runStart(ctx, f, mf, af, sf)
+			return runStart(ctx, f, mf, af, sf, rgds)
 		},
 	}
+	cmd.Flags().BoolVar(&rgds, "rgd", true, "run kro's ResourceGraphDefinitions (kro.run/v1alpha1) when their CRD is installed: "+
+		"apply each one's instance CRD and run its controllers (--rgd=false: leave them to another manager)")
 	f.register(cmd, ":8080", ":8081")
 	mf.register(cmd, f)
 	af.register(cmd, apiserver.DefaultAddr)
@@ -72,7 +81,7 @@ Where dctl already had a flag for the same setting, both spellings set it
 	return cmd
 }
 
-func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af *apiServerFlags, sf *shardingFlags) error {
+func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af *apiServerFlags, sf *shardingFlags, rgds bool) error {
 	log := ctrl.Log.WithName("dctl")
 	mgr, rt, err := f.newManager(log)
 	if err != nil {
@@ -100,9 +109,10 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 	_, errO := mapper.RESTMapping(schema.GroupKind{Group: opv1a1.GroupName, Kind: "Operator"})
 	_, errC := mapper.RESTMapping(schema.GroupKind{Group: mcv1a1.GroupName, Kind: "CompositeController"})
 	_, errD := mapper.RESTMapping(schema.GroupKind{Group: mcv1a1.GroupName, Kind: "DecoratorController"})
+	_, errR := mapper.RESTMapping(schema.GroupKind{Group: krov1a1.GroupName, Kind: "ResourceGraphDefinition"})
 	hooks := errC == nil && errD == nil
-	if errO != nil && !hooks {
-		return fmt.Errorf("neither the Operator CRD (operators.%s) nor the CompositeController and DecoratorController CRDs (%s) are installed in the cluster; install them with `kubectl apply -k config/crd` (%w)", opv1a1.GroupName, mcv1a1.GroupName, errO)
+	if errO != nil && !hooks && (!rgds || errR != nil) {
+		return fmt.Errorf("neither the Operator CRD (operators.%s), the CompositeController and DecoratorController CRDs (%s) nor (with --rgd) the ResourceGraphDefinition CRD (resourcegraphdefinitions.%s) are installed in the cluster; install them with `kubectl apply -k config/crd` (%w)", opv1a1.GroupName, mcv1a1.GroupName, krov1a1.GroupName, errO)
 	}
 	if errO == nil {
 		rec := &operator.Reconciler{Client: sharding.FenceWrites(mgr.GetClient(), ring), Runtime: rt, Logger: log.WithName("operator"), Ring: ring,
@@ -154,6 +164,18 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 		}
 	} else {
 		log.Info("CompositeController/DecoratorController support is off: their CRDs (metacontroller.k8s.io) are not installed; install them with `kubectl apply -k config/crd` and restart")
+	}
+	switch {
+	case !rgds:
+		log.Info("ResourceGraphDefinition support is off (--rgd=false)")
+	case errR != nil:
+		log.Info("ResourceGraphDefinition support is off: its CRD (resourcegraphdefinitions." + krov1a1.GroupName + ") is not installed; install it with `kubectl apply -k config/crd` and restart")
+	default:
+		rec := &rgdruntime.Reconciler{Client: sharding.FenceWrites(mgr.GetClient(), ring), APIReader: mgr.GetAPIReader(), Runtime: rt,
+			Logger: log.WithName("rgd"), Ring: ring}
+		if err := rec.SetupWithManager(ctx, mgr); err != nil {
+			return err
+		}
 	}
 	defer rt.Stop()
 	log.Info("starting manager")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/expression"
@@ -70,8 +72,9 @@ type ManagerOptions struct {
 // ManagerOptions.LeaderElectionID is empty.
 const DefaultLeaderElectionID = "dcontroller-manager"
 
-// NewScheme returns a scheme with the Kubernetes built-in types, the
-// Operator API and the Metacontroller-compatible API.
+// NewScheme returns a scheme with the Kubernetes built-in types,
+// CustomResourceDefinitions, the Operator API, the Metacontroller-compatible
+// API and kro's ResourceGraphDefinition.
 func NewScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -81,6 +84,12 @@ func NewScheme() (*runtime.Scheme, error) {
 		return nil, err
 	}
 	if err := mcv1a1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := krov1a1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	return scheme, nil

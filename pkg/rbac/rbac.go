@@ -477,15 +477,21 @@ func stagesStatus(stages []any) (decided, status bool) {
 // ManagerRules are the ClusterRole rules the manager (dctl start) needs for
 // itself, whatever operators it runs: watch Operator, CompositeController and
 // DecoratorController objects and write their status, keep the
-// ControllerRevisions of rolling child updates, and record Events. The
-// children of Metacontroller-style controllers are not included: they need
-// rbac.mode=full or rules of their own.
+// ControllerRevisions of rolling child updates, and record Events; watch
+// ResourceGraphDefinitions, write their status and finalizers, and manage the
+// instance CRDs they declare (apply, read, delete). The children of
+// Metacontroller-style controllers and the resources and instances of RGDs
+// are not included: they need rbac.mode=full or rules of their own (dctl
+// rbac of the RGD).
 func ManagerRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch"}},
+		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{"dcontroller.io"}, Resources: []string{"operators"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"dcontroller.io"}, Resources: []string{"operators/status"}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch"}},
+		{APIGroups: []string{"kro.run"}, Resources: []string{"resourcegraphdefinitions"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
+		{APIGroups: []string{"kro.run"}, Resources: []string{"resourcegraphdefinitions/finalizers", "resourcegraphdefinitions/status"}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{"metacontroller.k8s.io"}, Resources: []string{"compositecontrollers", "decoratorcontrollers"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"metacontroller.k8s.io"}, Resources: []string{"compositecontrollers/status", "decoratorcontrollers/status"}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{"metacontroller.k8s.io"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},

@@ -1,0 +1,380 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/operator"
+	"github.com/dcontroller/dcontroller/pkg/rgdruntime"
+)
+
+// startRGDManager runs a manager with the Operator and the RGD reconcilers
+// (what dctl start runs with --rgd) until the test ends.
+func startRGDManager(t *testing.T) {
+	t.Helper()
+	log := ctrl.Log.WithName(t.Name())
+	mgr, rt, err := operator.NewManager(restConfig, operator.ManagerOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rec := &operator.Reconciler{Client: mgr.GetClient(), Runtime: rt, Logger: log}
+	if err := rec.SetupWithManager(ctx, mgr); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	rr := &rgdruntime.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Logger: log.WithName("rgd")}
+	if err := rr.SetupWithManager(ctx, mgr); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+		rt.Stop()
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// cleanupRGD deletes an RGD, its finalizer and its CRD when the test ends,
+// whatever state the test left them in (registered after the manager, so
+// it runs while the manager still does).
+func cleanupRGD(t *testing.T, name, crd string) {
+	t.Cleanup(func() {
+		_, _ = kubectl(t, "", "delete", "rgd", name, "--wait=false", "--ignore-not-found")
+		_, _ = kubectl(t, "", "patch", "rgd", name, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+		if crd != "" {
+			_, _ = kubectl(t, "", "delete", "crd", crd, "--ignore-not-found")
+		}
+	})
+}
+
+// getRGD reads an RGD from the API server.
+func getRGD(t *testing.T, name string) (*krov1a1.ResourceGraphDefinition, error) {
+	t.Helper()
+	g := &krov1a1.ResourceGraphDefinition{}
+	return g, k8sClient.Get(context.Background(), client.ObjectKey{Name: name}, g)
+}
+
+// rgdCondition returns "<status> <reason>: <message>" of an RGD condition,
+// or "" when there is none.
+func rgdCondition(g *krov1a1.ResourceGraphDefinition, t krov1a1.ConditionType) string {
+	for _, c := range g.Status.Conditions {
+		if c.Type == t {
+			return fmt.Sprintf("%s %s: %s", c.Status, ptrStr(c.Reason), ptrStr(c.Message))
+		}
+	}
+	return ""
+}
+
+func ptrStr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// getCRD reads a CRD from the API server.
+func getCRD(name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	return crd, k8sClient.Get(context.Background(), client.ObjectKey{Name: name}, crd)
+}
+
+const runAppRGD = `apiVersion: kro.run/v1alpha1
+kind: ResourceGraphDefinition
+metadata: {name: e2e-run-app}
+spec:
+  schema:
+    apiVersion: v1alpha1
+    kind: RunApp
+    group: e2e.dcontroller.io
+    spec:
+      name: string | required=true
+      replicas: integer | default=1 minimum=1
+    status:
+      ready: ${config.data.ready}
+  resources:
+    - id: other
+      template:
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: "${config.metadata.name}-other"}
+    - id: config
+      template:
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: "${schema.spec.name}"}
+        data: {replicas: "${string(schema.spec.replicas)}"}
+`
+
+// TestRGDRuntimeLifecycle: an RGD gets kro's finalizer and its instance
+// CRD (applied with kro's ownership labels, established, with the
+// SimpleSchema fields and the status subresource); its status says the
+// graph is accepted and the kind ready, with the topological order and
+// each resource's dependencies. A spec update updates the CRD. Deleted
+// while an instance exists, it keeps the CRD and says why; once the
+// instance is deleted the CRD goes and so does the RGD.
+func TestRGDRuntimeLifecycle(t *testing.T) {
+	const crdName = "runapps.e2e.dcontroller.io"
+	startRGDManager(t)
+	cleanupRGD(t, "e2e-run-app", crdName)
+	mustKubectl(t, "", "create", "namespace", "e2e-rgd-life")
+	mustKubectl(t, runAppRGD, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		g, err := getRGD(t, "e2e-run-app")
+		if err != nil {
+			return err.Error()
+		}
+		if len(g.Finalizers) != 1 || g.Finalizers[0] != rgdruntime.Finalizer {
+			return fmt.Sprintf("finalizers %v", g.Finalizers)
+		}
+		if c := rgdCondition(g, krov1a1.ConditionGraphAccepted); !strings.HasPrefix(c, "True Valid") {
+			return "GraphAccepted " + c
+		}
+		if c := rgdCondition(g, krov1a1.ConditionKindReady); c != "True Ready: kind RunApp has been accepted and is served (CustomResourceDefinition runapps.e2e.dcontroller.io)" {
+			return "KindReady " + c
+		}
+		if c := rgdCondition(g, krov1a1.ConditionControllerReady); c == "" {
+			return "no ControllerReady"
+		}
+		if c := rgdCondition(g, krov1a1.ConditionReady); c == "" {
+			return "no Ready"
+		}
+		if strings.Join(g.Status.TopologicalOrder, ",") != "config,other" {
+			return fmt.Sprintf("topologicalOrder %v", g.Status.TopologicalOrder)
+		}
+		if r := g.Status.Resources; len(r) != 2 || r[0].ID != "other" || len(r[0].Dependencies) != 1 || r[0].Dependencies[0].ID != "config" || r[1].ID != "config" {
+			return fmt.Sprintf("resources %+v", r)
+		}
+		return ""
+	})
+	crd, err := getCRD(crdName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := getRGD(t, "e2e-run-app")
+	for k, v := range map[string]string{"kro.run/owned": "true", "kro.run/resource-graph-definition-name": "e2e-run-app",
+		"kro.run/resource-graph-definition-id": string(g.UID), "app.kubernetes.io/managed-by": "dcontroller"} {
+		if crd.Labels[k] != v {
+			t.Errorf("CRD label %s=%q, want %q", k, crd.Labels[k], v)
+		}
+	}
+	v := crd.Spec.Versions[0]
+	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+	if v.Name != "v1alpha1" || v.Subresources == nil || v.Subresources.Status == nil || spec.Properties["name"].Type != "string" ||
+		spec.Properties["replicas"].Type != "integer" || string(spec.Properties["replicas"].Default.Raw) != "1" || len(spec.Required) != 1 {
+		t.Errorf("CRD version %s, subresources %+v, spec schema %+v", v.Name, v.Subresources, spec)
+	}
+	owners := map[string]bool{}
+	for _, mf := range crd.ManagedFields {
+		owners[mf.Manager] = true
+	}
+	if !owners[rgdruntime.FieldManager] {
+		t.Errorf("CRD field managers %v, want %s", owners, rgdruntime.FieldManager)
+	}
+	// The kind is served: an instance gets the CRD's default.
+	mustKubectl(t, "apiVersion: e2e.dcontroller.io/v1alpha1\nkind: RunApp\nmetadata: {name: one, namespace: e2e-rgd-life}\nspec: {name: one}\n", "apply", "-f", "-")
+	if got := mustKubectl(t, "", "get", "runapps", "-n", "e2e-rgd-life", "one", "-o", "jsonpath={.spec.replicas}"); got != "1" {
+		t.Errorf("instance replicas %q", got)
+	}
+
+	// A spec update updates the CRD.
+	mustKubectl(t, strings.Replace(runAppRGD, "      replicas:", "      image: string | default=\"nginx\"\n      replicas:", 1), "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		crd, err := getCRD(crdName)
+		if err != nil {
+			return err.Error()
+		}
+		if img := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["image"]; img.Type != "string" || string(img.Default.Raw) != `"nginx"` {
+			return fmt.Sprintf("spec.image %+v", img)
+		}
+		g, _ := getRGD(t, "e2e-run-app")
+		if c := rgdCondition(g, krov1a1.ConditionKindReady); !strings.HasPrefix(c, "True") || g.Status.Conditions[0].ObservedGeneration != g.Generation {
+			return fmt.Sprintf("KindReady %s at generation %d of %d", c, g.Status.Conditions[0].ObservedGeneration, g.Generation)
+		}
+		return ""
+	})
+
+	// Deleted with an instance: the CRD stays and the status says why.
+	mustKubectl(t, "", "delete", "rgd", "e2e-run-app", "--wait=false")
+	eventually(t, 30*time.Second, func() string {
+		g, err := getRGD(t, "e2e-run-app")
+		if err != nil {
+			return err.Error()
+		}
+		want := "False Deleting: the ResourceGraphDefinition is being deleted: its CustomResourceDefinition runapps.e2e.dcontroller.io is kept while 1 instance of kind RunApp remain (e2e-rgd-life/one)"
+		if c := rgdCondition(g, krov1a1.ConditionReady); !strings.HasPrefix(c, want) {
+			return "Ready " + c
+		}
+		return ""
+	})
+	time.Sleep(2 * rgdruntime.WaitInterval)
+	if _, err := getCRD(crdName); err != nil {
+		t.Fatalf("the CRD went while an instance remained: %v", err)
+	}
+	if _, err := getRGD(t, "e2e-run-app"); err != nil {
+		t.Fatalf("the RGD went while an instance remained: %v", err)
+	}
+	// The instance goes: so do the CRD and the RGD.
+	mustKubectl(t, "", "delete", "runapps", "-n", "e2e-rgd-life", "one")
+	eventually(t, 30*time.Second, func() string {
+		if _, err := getCRD(crdName); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("CRD: %v", err)
+		}
+		if _, err := getRGD(t, "e2e-run-app"); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("RGD: %v", err)
+		}
+		return ""
+	})
+}
+
+// TestRGDRuntimeIsolation: an RGD with an error is Ready=False with the
+// error's path and gets no CRD; an RGD declaring a kind whose CRD another
+// RGD owns is refused with KindReady=False and leaves that CRD alone; the
+// RGD beside them is accepted and served. Fixing the bad RGD gets it
+// accepted.
+func TestRGDRuntimeIsolation(t *testing.T) {
+	startRGDManager(t)
+	good := strings.NewReplacer("e2e-run-app", "e2e-good", "RunApp", "GoodApp").Replace(runAppRGD)
+	bad := strings.NewReplacer("e2e-run-app", "e2e-bad", "RunApp", "BadApp",
+		`data: {replicas: "${string(schema.spec.replicas)}"}`, `data: {replicas: "${string(schema.spec.replicas)}"}`+"\n        spec: {replicas: \"${servce.spec.replicas}\"}").Replace(runAppRGD)
+	same := strings.NewReplacer("e2e-run-app", "e2e-same", "RunApp", "GoodApp").Replace(runAppRGD)
+	if bad == strings.NewReplacer("e2e-run-app", "e2e-bad", "RunApp", "BadApp").Replace(runAppRGD) {
+		t.Fatal("the bad RGD is not bad")
+	}
+	cleanupRGD(t, "e2e-good", "goodapps.e2e.dcontroller.io")
+	cleanupRGD(t, "e2e-bad", "badapps.e2e.dcontroller.io")
+	cleanupRGD(t, "e2e-same", "")
+	mustKubectl(t, good+"---\n"+bad, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		b, err := getRGD(t, "e2e-bad")
+		if err != nil {
+			return err.Error()
+		}
+		if c := rgdCondition(b, krov1a1.ConditionGraphAccepted); c != "False InvalidResourceGraph: spec.resources[1].template.spec.replicas: unknown identifier servce" {
+			return "bad GraphAccepted " + c
+		}
+		if c := rgdCondition(b, krov1a1.ConditionReady); !strings.HasPrefix(c, "False NotReady: GraphAccepted: spec.resources[1].template.spec.replicas: unknown identifier servce") {
+			return "bad Ready " + c
+		}
+		if c := rgdCondition(b, krov1a1.ConditionKindReady); c != "False Waiting: the resource graph is not accepted" || b.Status.State != krov1a1.ResourceGraphDefinitionStateInactive {
+			return fmt.Sprintf("bad KindReady %s, state %s", c, b.Status.State)
+		}
+		g, err := getRGD(t, "e2e-good")
+		if err != nil {
+			return err.Error()
+		}
+		if c := rgdCondition(g, krov1a1.ConditionKindReady); !strings.HasPrefix(c, "True") {
+			return "good KindReady " + c
+		}
+		return ""
+	})
+	if _, err := getCRD("badapps.e2e.dcontroller.io"); !apierrors.IsNotFound(err) {
+		t.Errorf("the bad RGD's CRD: %v", err)
+	}
+
+	// Another RGD declaring GoodApp: refused, the CRD stays e2e-good's.
+	mustKubectl(t, same, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		s, err := getRGD(t, "e2e-same")
+		if err != nil {
+			return err.Error()
+		}
+		want := `False CRDConflict: the CustomResourceDefinition goodapps.e2e.dcontroller.io belongs to the ResourceGraphDefinition "e2e-good" (label kro.run/resource-graph-definition-name); it is left as it is`
+		if c := rgdCondition(s, krov1a1.ConditionKindReady); c != want {
+			return "same KindReady " + c
+		}
+		return ""
+	})
+	crd, err := getCRD("goodapps.e2e.dcontroller.io")
+	if err != nil || crd.Labels["kro.run/resource-graph-definition-name"] != "e2e-good" {
+		t.Fatalf("the CRD changed hands: %v %v", err, crd.Labels)
+	}
+	// Deleting the refused RGD leaves the other's CRD.
+	mustKubectl(t, "", "delete", "rgd", "e2e-same", "--timeout=30s")
+	if _, err := getCRD("goodapps.e2e.dcontroller.io"); err != nil {
+		t.Fatalf("deleting e2e-same deleted e2e-good's CRD: %v", err)
+	}
+
+	// Fixed, the bad RGD is accepted and served.
+	mustKubectl(t, strings.NewReplacer("e2e-run-app", "e2e-bad", "RunApp", "BadApp").Replace(runAppRGD), "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		b, err := getRGD(t, "e2e-bad")
+		if err != nil {
+			return err.Error()
+		}
+		if c := rgdCondition(b, krov1a1.ConditionKindReady); !strings.HasPrefix(c, "True") {
+			return "fixed KindReady " + c
+		}
+		return ""
+	})
+	for _, n := range []string{"e2e-good", "e2e-bad"} {
+		mustKubectl(t, "", "delete", "rgd", n, "--timeout=30s")
+	}
+	eventually(t, 30*time.Second, func() string {
+		for _, n := range []string{"goodapps.e2e.dcontroller.io", "badapps.e2e.dcontroller.io"} {
+			if _, err := getCRD(n); !apierrors.IsNotFound(err) {
+				return fmt.Sprintf("CRD %s after its RGD was deleted without instances: %v", n, err)
+			}
+		}
+		return ""
+	})
+}
+
+// TestDctlStartRGDFlag: dctl start --rgd=false leaves RGDs alone (no
+// finalizer, no status, no CRD); dctl start without it runs them.
+func TestDctlStartRGDFlag(t *testing.T) {
+	const crdName = "runapps.e2e.dcontroller.io"
+	dir := t.TempDir()
+	off := startDctl(t, dir, "start", "--rgd=false", "--health-addr", "0", "--metrics-addr", "0")
+	cleanupRGD(t, "e2e-run-app", crdName)
+	mustKubectl(t, runAppRGD, "apply", "-f", "-")
+	time.Sleep(3 * time.Second)
+	g, err := getRGD(t, "e2e-run-app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Finalizers) != 0 || len(g.Status.Conditions) != 0 {
+		t.Errorf("--rgd=false: finalizers %v, conditions %v", g.Finalizers, g.Status.Conditions)
+	}
+	if _, err := getCRD(crdName); !apierrors.IsNotFound(err) {
+		t.Errorf("--rgd=false: CRD %v", err)
+	}
+	if !strings.Contains(off.logs.String(), "ResourceGraphDefinition support is off (--rgd=false)") {
+		t.Errorf("logs:\n%s", off.logs.String())
+	}
+	off.stop(t)
+
+	on := startDctl(t, dir, "start", "--health-addr", "0", "--metrics-addr", "0")
+	eventually(t, 30*time.Second, func() string {
+		g, err := getRGD(t, "e2e-run-app")
+		if err != nil {
+			return err.Error()
+		}
+		if c := rgdCondition(g, krov1a1.ConditionKindReady); !strings.HasPrefix(c, "True") {
+			return fmt.Sprintf("KindReady %q\n%s", c, on.logs.String())
+		}
+		return ""
+	})
+	mustKubectl(t, "", "delete", "rgd", "e2e-run-app", "--timeout=30s")
+	eventually(t, 30*time.Second, func() string {
+		if _, err := getCRD(crdName); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("CRD after the RGD was deleted: %v", err)
+		}
+		return ""
+	})
+}
