@@ -84,8 +84,8 @@ type Reconciler struct {
 	Compile CompileFunc
 	Logger  logr.Logger
 	// Ring, when set (dctl start --sharding), runs an RGD on the member
-	// whose buckets hold its name; only that member writes its CRD and
-	// status. nil: every RGD runs here.
+	// whose buckets hold its compiled Operator's name (rgd.OperatorName);
+	// only that member writes its CRD and status. nil: every RGD runs here.
 	Ring *sharding.Ring
 
 	ctx   context.Context
@@ -94,6 +94,36 @@ type Reconciler struct {
 	// running maps an RGD's name to the name its Operator runs under in
 	// Runtime.
 	running map[string]string
+	// compiled holds each RGD's last compile, by name, so that the
+	// periodic status refresh does not compile again.
+	compiled map[string]compileResult
+}
+
+// compileResult is the Compile of one generation of one RGD.
+type compileResult struct {
+	uid        types.UID
+	generation int64
+	c          *Compiled
+	err        error
+}
+
+// compile returns Compile(g), reusing the last result for the same uid
+// and generation.
+func (r *Reconciler) compile(g *krov1a1.ResourceGraphDefinition) (*Compiled, error) {
+	r.mu.Lock()
+	if cr, ok := r.compiled[g.Name]; ok && cr.uid == g.UID && cr.generation == g.Generation {
+		r.mu.Unlock()
+		return cr.c, cr.err
+	}
+	r.mu.Unlock()
+	c, err := r.Compile(g)
+	r.mu.Lock()
+	if r.compiled == nil {
+		r.compiled = map[string]compileResult{}
+	}
+	r.compiled[g.Name] = compileResult{uid: g.UID, generation: g.Generation, c: c, err: err}
+	r.mu.Unlock()
+	return c, err
 }
 
 // SetupWithManager registers the reconciler with a manager: it watches
@@ -138,7 +168,9 @@ func (finalizersChanged) Update(e event.UpdateEvent) bool {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	release, ours := r.Ring.AcquireBucket(sharding.NameBucket(req.Name))
+	// The bucket of the compiled Operator's name, as the Operator
+	// reconciler's handover reckons the operators it runs.
+	release, ours := r.Ring.AcquireBucket(sharding.NameBucket(rgd.OperatorName(req.Name)))
 	defer release()
 	log := r.Logger.WithValues("rgd", req.Name)
 	g := &krov1a1.ResourceGraphDefinition{}
@@ -170,7 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	st := g.Status.DeepCopy()
 	gen := g.Generation
 	requeue := StatusInterval
-	compiled, err := r.Compile(g)
+	compiled, err := r.compile(g)
 	switch {
 	case err != nil:
 		log.V(1).Info("RGD does not compile", "error", err.Error())
@@ -382,6 +414,9 @@ func (r *Reconciler) stop(rgdName string, deleted bool) {
 	r.mu.Lock()
 	opName, ok := r.running[rgdName]
 	delete(r.running, rgdName)
+	if deleted {
+		delete(r.compiled, rgdName)
+	}
 	r.mu.Unlock()
 	if !ok {
 		return
@@ -416,7 +451,7 @@ func (r *Reconciler) finalize(ctx context.Context, g *krov1a1.ResourceGraphDefin
 		if n > 0 {
 			// Deleting instances still need their controllers (after a
 			// restart of the manager too).
-			if c, err := r.Compile(g); err == nil && c.Operator != nil {
+			if c, err := r.compile(g); err == nil && c.Operator != nil {
 				st := &krov1a1.ResourceGraphDefinitionStatus{}
 				r.run(ctx, g, c, st, metav1.Now())
 			}
@@ -532,7 +567,7 @@ func (r *Reconciler) onReshard(acquired, released sharding.BucketSet) {
 	r.mu.Lock()
 	var stop []string
 	for name := range r.running {
-		if released.Has(sharding.NameBucket(name)) {
+		if released.Has(sharding.NameBucket(rgd.OperatorName(name))) {
 			stop = append(stop, name)
 		}
 	}
@@ -549,7 +584,7 @@ func (r *Reconciler) onReshard(acquired, released sharding.BucketSet) {
 		return
 	}
 	for i := range l.Items {
-		if acquired.Has(sharding.NameBucket(l.Items[i].Name)) {
+		if acquired.Has(sharding.NameBucket(rgd.OperatorName(l.Items[i].Name))) {
 			g := &krov1a1.ResourceGraphDefinition{ObjectMeta: metav1.ObjectMeta{Name: l.Items[i].Name}}
 			go func() { r.kicks <- event.GenericEvent{Object: g} }()
 		}

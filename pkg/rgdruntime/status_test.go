@@ -49,8 +49,8 @@ func TestCompileGraphStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.CRD.Name != "apps.kro.run" || c.Operator != nil {
-		t.Errorf("CRD %s, operator %v", c.CRD.Name, c.Operator)
+	if c.CRD.Name != "apps.kro.run" || c.Operator == nil || c.Operator.Name != "rgd-app" {
+		t.Errorf("CRD %s, operator %+v", c.CRD.Name, c.Operator)
 	}
 	order, res := graphStatus(c.Graph)
 	if strings.Join(order, ",") != "config,other" {

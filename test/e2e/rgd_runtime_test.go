@@ -148,11 +148,11 @@ func TestRGDRuntimeLifecycle(t *testing.T) {
 		if c := rgdCondition(g, krov1a1.ConditionKindReady); c != "True Ready: kind RunApp has been accepted and is served (CustomResourceDefinition runapps.e2e.dcontroller.io)" {
 			return "KindReady " + c
 		}
-		if c := rgdCondition(g, krov1a1.ConditionControllerReady); c == "" {
-			return "no ControllerReady"
+		if c := rgdCondition(g, krov1a1.ConditionControllerReady); c != "True Running: controller is running" {
+			return "ControllerReady " + c
 		}
-		if c := rgdCondition(g, krov1a1.ConditionReady); c == "" {
-			return "no Ready"
+		if c := rgdCondition(g, krov1a1.ConditionReady); !strings.HasPrefix(c, "True Ready") || g.Status.State != krov1a1.ResourceGraphDefinitionStateActive {
+			return fmt.Sprintf("Ready %s, state %s", c, g.Status.State)
 		}
 		if strings.Join(g.Status.TopologicalOrder, ",") != "config,other" {
 			return fmt.Sprintf("topologicalOrder %v", g.Status.TopologicalOrder)
@@ -191,6 +191,14 @@ func TestRGDRuntimeLifecycle(t *testing.T) {
 	if got := mustKubectl(t, "", "get", "runapps", "-n", "e2e-rgd-life", "one", "-o", "jsonpath={.spec.replicas}"); got != "1" {
 		t.Errorf("instance replicas %q", got)
 	}
+	// The compiled controllers run: the instance's resources, in order.
+	eventually(t, 30*time.Second, func() string {
+		got, err := kubectl(t, "", "get", "configmaps", "-n", "e2e-rgd-life", "one", "one-other", "-o", "jsonpath={.items[0].data.replicas} {.items[1].metadata.name}")
+		if err != nil || got != "1 one-other" {
+			return fmt.Sprintf("resources %q %v", got, err)
+		}
+		return ""
+	})
 
 	// A spec update updates the CRD.
 	mustKubectl(t, strings.Replace(runAppRGD, "      replicas:", "      image: string | default=\"nginx\"\n      replicas:", 1), "apply", "-f", "-")
@@ -229,9 +237,13 @@ func TestRGDRuntimeLifecycle(t *testing.T) {
 	if _, err := getRGD(t, "e2e-run-app"); err != nil {
 		t.Fatalf("the RGD went while an instance remained: %v", err)
 	}
-	// The instance goes: so do the CRD and the RGD.
+	// The instance goes (its resources with it, the controllers still
+	// running): so do the CRD and the RGD.
 	mustKubectl(t, "", "delete", "runapps", "-n", "e2e-rgd-life", "one")
 	eventually(t, 30*time.Second, func() string {
+		if got, _ := kubectl(t, "", "get", "configmaps", "-n", "e2e-rgd-life", "-l", "kro.run/instance-name=one", "-o", "name"); got != "" {
+			return "resources left: " + got
+		}
 		if _, err := getCRD(crdName); !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("CRD: %v", err)
 		}
@@ -371,6 +383,123 @@ func TestDctlStartRGDFlag(t *testing.T) {
 		return ""
 	})
 	mustKubectl(t, "", "delete", "rgd", "e2e-run-app", "--timeout=30s")
+	eventually(t, 30*time.Second, func() string {
+		if _, err := getCRD(crdName); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("CRD after the RGD was deleted: %v", err)
+		}
+		return ""
+	})
+}
+
+const webServiceRGD = `apiVersion: kro.run/v1alpha1
+kind: ResourceGraphDefinition
+metadata: {name: e2e-web}
+spec:
+  schema:
+    apiVersion: v1alpha1
+    kind: WebService
+    group: e2e.dcontroller.io
+    spec:
+      name: string | required=true
+      image: string | default="nginx"
+      replicas: integer | default=2
+      port: integer | default=8080
+    status:
+      replicas: ${deployment.status.replicas}
+      clusterIP: ${service.spec.clusterIP}
+  resources:
+    - id: deployment
+      template:
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: "${schema.spec.name}"}
+        spec:
+          replicas: ${schema.spec.replicas}
+          selector: {matchLabels: {app: "${schema.spec.name}"}}
+          template:
+            metadata: {labels: {app: "${schema.spec.name}"}}
+            spec:
+              containers:
+                - name: web
+                  image: ${schema.spec.image}
+                  ports: [{containerPort: "${schema.spec.port}"}]
+    - id: service
+      template:
+        apiVersion: v1
+        kind: Service
+        metadata: {name: "${deployment.metadata.name}"}
+        spec:
+          selector: {app: "${schema.spec.name}"}
+          ports: [{port: 80, targetPort: "${schema.spec.port}"}]
+`
+
+// TestRGDRuntimeWebService: an RGD of a Deployment and a Service run by the
+// manager: an instance gets both (kro's labels, an owner reference to the
+// instance) and a status from them; an instance update reaches the
+// Deployment; deleting the instance deletes them.
+func TestRGDRuntimeWebService(t *testing.T) {
+	const ns, crdName = "e2e-rgd-web", "webservices.e2e.dcontroller.io"
+	startRGDManager(t)
+	cleanupRGD(t, "e2e-web", crdName)
+	mustKubectl(t, "", "create", "namespace", ns)
+	mustKubectl(t, webServiceRGD, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		g, err := getRGD(t, "e2e-web")
+		if err != nil {
+			return err.Error()
+		}
+		if c := rgdCondition(g, krov1a1.ConditionReady); !strings.HasPrefix(c, "True") {
+			return "Ready " + c
+		}
+		return ""
+	})
+	if g, _ := getRGD(t, "e2e-web"); strings.Join(g.Status.TopologicalOrder, ",") != "deployment,service" {
+		t.Errorf("topologicalOrder %v", g.Status.TopologicalOrder)
+	}
+	instance := "apiVersion: e2e.dcontroller.io/v1alpha1\nkind: WebService\nmetadata: {name: front, namespace: " + ns + "}\nspec: {name: front}\n"
+	mustKubectl(t, instance, "apply", "-f", "-")
+	get := func(kind, name, jsonpath string) string {
+		out, err := kubectl(t, "", "-n", ns, "get", kind, name, "-o", "jsonpath="+jsonpath)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return out
+	}
+	want := func(kind, name, jsonpath, value string) {
+		t.Helper()
+		eventually(t, 60*time.Second, func() string {
+			if got := get(kind, name, jsonpath); got != value {
+				return fmt.Sprintf("%s %s %s = %q, want %q", kind, name, jsonpath, got, value)
+			}
+			return ""
+		})
+	}
+	uid := get("webservices", "front", "{.metadata.uid}")
+	want("deployment", "front", "{.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].ports[0].containerPort}", "2 nginx 8080")
+	want("deployment", "front", `{.metadata.labels.kro\.run/instance-name} {.metadata.labels.kro\.run/resource-graph-definition-name} {.metadata.ownerReferences[0].kind} {.metadata.ownerReferences[0].uid}`,
+		"front e2e-web WebService "+uid)
+	want("service", "front", "{.spec.ports[0].port} {.spec.ports[0].targetPort} {.spec.selector.app}", "80 8080 front")
+	clusterIP := get("service", "front", "{.spec.clusterIP}")
+	if clusterIP == "" || strings.HasPrefix(clusterIP, "error") {
+		t.Fatalf("service clusterIP %q", clusterIP)
+	}
+	// kube-controller-manager's Deployment controller reports the replicas.
+	want("webservices", "front", "{.status.replicas} {.status.clusterIP} {.status.state}", "2 "+clusterIP+" ACTIVE")
+	want("webservices", "front", `{.status.conditions[?(@.type=="Ready")].status}`, "True")
+
+	mustKubectl(t, "", "-n", ns, "patch", "webservices", "front", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+	want("deployment", "front", "{.spec.replicas}", "3")
+	want("webservices", "front", "{.status.replicas}", "3")
+
+	mustKubectl(t, "", "-n", ns, "delete", "webservices", "front")
+	eventually(t, 60*time.Second, func() string {
+		out, _ := kubectl(t, "", "-n", ns, "get", "deployments,services", "-o", "name")
+		if strings.TrimSpace(out) != "" {
+			return "left after the instance was deleted: " + out
+		}
+		return ""
+	})
+	mustKubectl(t, "", "delete", "rgd", "e2e-web", "--timeout=30s")
 	eventually(t, 30*time.Second, func() string {
 		if _, err := getCRD(crdName); !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("CRD after the RGD was deleted: %v", err)
