@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -286,7 +287,11 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 	if len(spec.Pipeline.Raw) == 0 {
 		return nil, fmt.Errorf("%s.pipeline: a pipeline is required", path)
 	}
-	if err := json.Unmarshal(spec.Pipeline.Raw, &raw); err != nil {
+	// Numbers stay json.Number, so that the expressions tell an integer
+	// literal (7) from a float (7.0), as when they parse a spec directly.
+	dec := json.NewDecoder(bytes.NewReader(spec.Pipeline.Raw))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("%s.pipeline: %w", path, err)
 	}
 	popts := pipeline.Options{Path: path + ".pipeline", MaxDeltaEntries: limitOf(opts.MaxDeltaEntries, DefaultMaxDeltaEntries),

@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -117,7 +118,10 @@ type pipeline struct {
 func newPipeline(raw []byte, version mcv1a1.HookVersion, opts Options) (*pipeline, error) {
 	path := opts.Path + ".pipeline"
 	var spec any
-	if err := json.Unmarshal(raw, &spec); err != nil {
+	// Numbers stay json.Number: an integer literal stays an integer.
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&spec); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	e, err := expression.Parse(spec, path)
