@@ -107,6 +107,7 @@ spec:
       - get
       - list
       - watch
+      - create
       - patch
     - apiGroups:
       - ""

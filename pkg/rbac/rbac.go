@@ -26,7 +26,9 @@ var SourceVerbs = []string{"get", "list", "watch"}
 var TargetVerbs = map[opv1a1.TargetType][]string{
 	opv1a1.Updater: {"get", "list", "watch", "create", "update", "delete"},
 	opv1a1.Patcher: {"get", "list", "watch", "patch"},
-	opv1a1.Applier: {"get", "list", "watch", "patch"},
+	// Server-side apply creates a missing object with a PATCH, which the
+	// API server authorizes as create as well as patch.
+	opv1a1.Applier: {"get", "list", "watch", "create", "patch"},
 }
 
 // StatusVerbs are the verbs of each target type on the target's status
@@ -209,6 +211,10 @@ func (c *computation) operator(op *opv1a1.Operator) error {
 			verbs, ok := TargetVerbs[typ]
 			if !ok {
 				return fmt.Errorf("operator %q: %s.type: unknown target type %q (want Updater, Patcher or Applier)", op.Name, tpath, t.Type)
+			}
+			if t.Adoption == opv1a1.Adopt {
+				// A target that only adopts never creates.
+				verbs = slices.DeleteFunc(slices.Clone(verbs), func(v string) bool { return v == "create" })
 			}
 			gvk, res, _ := c.resolve(t.Resource)
 			c.add(Need{Operator: op.Name, Controller: ctl.Name, Path: tpath, Kind: gvk,

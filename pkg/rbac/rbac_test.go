@@ -61,7 +61,7 @@ spec:
 			rule("", "services", "get", "list", "watch"),
 		},
 	}, {
-		name: "views and OneShot sources need nothing; Applier writes with patch",
+		name: "views and OneShot sources need nothing; Applier writes with patch (and creates)",
 		op: `
 spec:
   controllers:
@@ -76,7 +76,7 @@ spec:
       pipeline: {"@select": true}
       target: {kind: IngressView}`,
 		cluster: []rbacv1.PolicyRule{
-			rule("apps", "deployments", "get", "list", "watch", "patch"),
+			rule("apps", "deployments", "get", "list", "watch", "create", "patch"),
 			rule("networking.k8s.io", "ingresses", "get", "list", "watch"),
 		},
 	}, {
@@ -427,7 +427,7 @@ spec:
 		rule("", "configmaps", "get", "list", "watch", "create", "update", "delete"),
 		rule("apps", "deployments", "get", "list", "watch", "patch"),
 		rule("apps", "deployments/status", "patch"),
-		rule("example.com", "gizmos", "get", "list", "watch", "patch"),
+		rule("example.com", "gizmos", "get", "list", "watch", "create", "patch"),
 		rule("example.com", "gizmos/status", "patch"),
 	}
 	if !reflect.DeepEqual(r.Cluster, want) {
@@ -470,5 +470,32 @@ func TestWritesStatusTo(t *testing.T) {
 	// A plain pipeline: the name does not matter.
 	if got, _ := WritesStatusTo([]byte(`{"@project": {"status": 1}}`), "Other"); !got {
 		t.Error("a plain pipeline setting status: WritesStatusTo = false")
+	}
+}
+
+// A target that only adopts (adoption: Adopt) never creates: no create verb.
+func TestAdoptOnlyTargetsDoNotCreate(t *testing.T) {
+	ops := decode(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: op}
+spec:
+  controllers:
+    - name: a
+      sources: [{kind: V}]
+      pipeline: {"@project": {metadata: {name: n, namespace: a}}}
+      targets:
+        - {apiGroup: "", kind: ConfigMap, type: Applier, adoption: Adopt}
+        - {apiGroup: "", kind: Secret, adoption: Adopt}
+`)
+	r, err := Compute(ops, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rbacv1.PolicyRule{
+		rule("", "configmaps", "get", "list", "watch", "patch"),
+		rule("", "secrets", "get", "list", "watch", "update", "delete"),
+	}
+	if !reflect.DeepEqual(r.Cluster, want) {
+		t.Errorf("cluster rules\n got %v\nwant %v", r.Cluster, want)
 	}
 }
