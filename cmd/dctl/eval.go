@@ -118,6 +118,11 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 	opts := operator.OfflineOptions{Versions: map[string]string{},
 		MaxDeltaEntries: o.limits.maxDeltaEntries, MaxObjectBytes: o.limits.maxObjectBytes, EvalLimits: o.limits.evalLimits(),
 		StatusSubresource: operator.InputStatusSubresource(inputs)}
+	// A kind's version is its inputs' version, else the storage version of
+	// its CustomResourceDefinition among the inputs.
+	for gk, v := range operator.InputCRDVersions(inputs) {
+		opts.Versions[gk] = v
+	}
 	for _, obj := range inputs {
 		gvk := obj.GroupVersionKind()
 		opts.Versions[gvk.Group+"/"+gvk.Kind] = gvk.Version

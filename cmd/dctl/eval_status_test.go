@@ -78,3 +78,38 @@ status: {phase: Old}
 		t.Errorf("the Plain object (no status subresource) kept its old status or was not updated:\n%s", plain)
 	}
 }
+
+// A custom kind whose source or target omits its version takes the storage
+// version of its CustomResourceDefinition among the inputs.
+func TestEvalVersionFromInputCRD(t *testing.T) {
+	op := writeFile(t, "op.yaml", `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: ver}
+spec:
+  controllers:
+    - name: r
+      sources: [{apiGroup: "", kind: ConfigMap}]
+      pipeline: {"@project": {metadata: {name: $.metadata.name, namespace: $.metadata.namespace}, spec: {from: $.metadata.name}}}
+      target: {apiGroup: example.io, kind: Report}
+`)
+	in := writeFile(t, "in.yaml", `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: reports.example.io}
+spec:
+  group: example.io
+  names: {kind: Report, plural: reports}
+  scope: Namespaced
+  versions: [{name: v1beta1, served: true, storage: false}, {name: v2, served: true, storage: true}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: a, namespace: x}
+`)
+	var stdout, stderr bytes.Buffer
+	if code := Execute([]string{"eval", "-f", op, "-i", in}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d, stderr:\n%s", code, stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "apiVersion: example.io/v2\nkind: Report\n") {
+		t.Errorf("want the Report in the CRD's storage version v2:\n%s", stdout.String())
+	}
+}

@@ -32,7 +32,7 @@ var (
 	// patch, apply, delete) and result (success, error).
 	TargetWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dcontroller_target_writes_total",
-		Help: "Target writes by operation (create, update, patch, apply, delete) and result (success, error).",
+		Help: "Target writes by operation (create, update, patch, apply, delete; update-status, patch-status, apply-status on the status subresource) and result (success, error).",
 	}, []string{"operator", "controller", "operation", "result"})
 	// TargetSkipped counts writes skipped because the target already held
 	// the desired state.

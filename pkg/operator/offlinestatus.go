@@ -47,3 +47,27 @@ func InputStatusSubresource(inputs []*unstructured.Unstructured) func(gvk schema
 		return true
 	}
 }
+
+// InputCRDVersions maps "<group>/<kind>" of every CustomResourceDefinition
+// among inputs to its storage version (the version a kind whose source or
+// target omits one resolves to offline, as the served version an API
+// server prefers is, for a CRD with one storage version, usually that one).
+func InputCRDVersions(inputs []*unstructured.Unstructured) map[string]string {
+	out := map[string]string{}
+	for _, obj := range inputs {
+		if obj.GetKind() != "CustomResourceDefinition" || obj.GroupVersionKind().Group != "apiextensions.k8s.io" {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "kind")
+		versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
+		for _, v := range versions {
+			vm, _ := v.(map[string]any)
+			name, _ := vm["name"].(string)
+			if storage, _ := vm["storage"].(bool); storage && name != "" && kind != "" {
+				out[group+"/"+kind] = name
+			}
+		}
+	}
+	return out
+}

@@ -211,8 +211,10 @@ func (p *Pipeline) parseBranch(i int, path string, stages []any, explicit bool) 
 			name, ok := e.(string)
 			kpath := expression.Index(ipath, k)
 			switch {
-			case !ok || name == "":
+			case !ok:
 				return nil, &expression.Error{Path: kpath, Err: fmt.Errorf("an input is a non-empty name, got %s", describeShape(e))}
+			case name == "":
+				return nil, &expression.Error{Path: kpath, Err: errors.New("an input is a non-empty name, got an empty string")}
 			case slices.Contains(bs.inputs, name):
 				return nil, &expression.Error{Path: kpath, Err: fmt.Errorf("duplicate input %q", name)}
 			}
@@ -233,9 +235,13 @@ func (p *Pipeline) parseBranch(i int, path string, stages []any, explicit bool) 
 		bs.outPath = index(path, n)
 		opath := expression.Field(bs.outPath, opOutput)
 		name, ok := stages[n].(map[string]any)[opOutput].(string)
-		if !ok || name == "" {
+		if !ok {
 			return nil, &expression.Error{Path: opath, Err: fmt.Errorf(
 				"%s takes a name (a target or a stream read by other branches), got %s", opOutput, describeShape(stages[n].(map[string]any)[opOutput]))}
+		}
+		if name == "" {
+			return nil, &expression.Error{Path: opath, Err: fmt.Errorf(
+				"%s takes a name (a target or a stream read by other branches), got an empty string", opOutput)}
 		}
 		bs.output = name
 	} else if explicit {
