@@ -9,6 +9,11 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/rgd"
 
 	"github.com/dcontroller/dcontroller/pkg/object"
 )
@@ -48,7 +53,7 @@ func TestApplyAllEqualsApplyOneByOne(t *testing.T) {
 			for _, o := range objs {
 				versions[o.GroupVersionKind().Group+"/"+o.GetKind()] = o.GroupVersionKind().Version
 			}
-			one := mustOffline(t, opYAML, OfflineOptions{Versions: versions, StatusSubresource: InputStatusSubresource(objs)})
+			one := exampleOffline(t, opYAML, OfflineOptions{Versions: versions, StatusSubresource: InputStatusSubresource(objs)})
 			if err := one.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +62,7 @@ func TestApplyAllEqualsApplyOneByOne(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			all := mustOffline(t, opYAML, OfflineOptions{Versions: versions, StatusSubresource: InputStatusSubresource(objs)})
+			all := exampleOffline(t, opYAML, OfflineOptions{Versions: versions, StatusSubresource: InputStatusSubresource(objs)})
 			if err := all.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -169,4 +174,38 @@ func BenchmarkOfflineGroupLoad(b *testing.B) {
 			}
 		})
 	}
+}
+
+// exampleOffline is mustOffline for an example's operator.yaml, which may
+// hold ResourceGraphDefinitions: each runs as the Operator it compiles to
+// (rgd.Compile), as dctl eval runs it.
+func exampleOffline(t *testing.T, y string, opts OfflineOptions) *Offline {
+	t.Helper()
+	objs, err := DecodeObjects(strings.NewReader(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []*opv1a1.Operator
+	for _, obj := range objs {
+		if obj.GetKind() != "ResourceGraphDefinition" {
+			continue
+		}
+		r := &krov1a1.ResourceGraphDefinition{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, r); err != nil {
+			t.Fatal(err)
+		}
+		c, err := rgd.Compile(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, c.Operator)
+	}
+	if len(ops) == 0 {
+		return mustOffline(t, y, opts)
+	}
+	off, err := NewOffline(ops, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return off
 }
