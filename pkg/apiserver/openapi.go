@@ -2,8 +2,10 @@ package apiserver
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	extopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -259,15 +261,120 @@ func resourcePaths(r *resource) []pathOps {
 	return out
 }
 
+// opExtensions returns the extensions of an operation of r:
+// x-kubernetes-action and x-kubernetes-group-version-kind (the list kind
+// for list). The maps are shared by the operations and documents of r and
+// must not be modified.
 func opExtensions(r *resource, op operation) spec.Extensions {
-	gvk := r.gvk
-	if op.action == "list" || op.action == "deletecollection" {
-		gvk = r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List")
-		if op.action == "deletecollection" {
-			gvk = r.gvk
+	r.extOnce.Do(func() {
+		kind := gvkExtension(r.gvk)
+		list := gvkExtension(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
+		r.ext = map[string]spec.Extensions{}
+		for _, action := range []string{"list", "watch", "get", "post", "put", "patch", "delete", "deletecollection"} {
+			gvk := kind
+			if action == "list" {
+				gvk = list
+			}
+			r.ext[action] = spec.Extensions{"x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk}
 		}
+	})
+	return r.ext[op.action]
+}
+
+// Shared parts of the documents. Everything but the names and schemas of
+// a kind is the same for every kind, so the documents of all kinds refer
+// to one copy of each (parameter lists, request bodies, media types)
+// rather than each kind holding its own: with thousands of view kinds
+// those copies were most of the server's memory. The shared values are
+// never modified after they are built; their slices are clipped, so an
+// append makes a new one.
+var (
+	v2Produces = []string{"application/json", "application/yaml"}
+	v2Schemes  = []string{"https"}
+	v2AnyType  = []string{"*/*"}
+	// v2Query and v3Query hold each operation's query parameters, by the
+	// first element of its query list and its length (the lists above
+	// are fixed).
+	v2PathParams = map[int][]spec.Parameter{}
+	v3PathParams = map[int][]*spec3.Parameter{}
+	v2Unauth     = spec.Response{ResponseProps: spec.ResponseProps{Description: "Unauthorized"}}
+	v3Unauth     = &spec3.Response{ResponseProps: spec3.ResponseProps{Description: "Unauthorized"}}
+)
+
+// queryLists are the distinct query lists of the operations, with the
+// parameters of each in both versions, built once.
+type queryList struct {
+	names []string
+	v2    []spec.Parameter
+	v3    []*spec3.Parameter
+	// v2Body holds, for the shared bodies (DeleteOptions, Patch), the
+	// body parameter followed by the query parameters.
+	v2Body map[string][]spec.Parameter
+}
+
+var queryLists = map[string]*queryList{}
+
+func init() {
+	for _, q := range [][]string{listQuery, writeQuery, patchQuery, deleteQuery, append(append([]string{}, listQuery...), deleteQuery...), {"pretty"}} {
+		ql := &queryList{names: q, v2Body: map[string][]spec.Parameter{}}
+		for _, name := range q {
+			ql.v2 = append(ql.v2, spec.Parameter{
+				ParamProps:   spec.ParamProps{Name: name, In: "query", Description: queryDescriptions[name]},
+				SimpleSchema: spec.SimpleSchema{Type: queryType(name)},
+			})
+			ql.v3 = append(ql.v3, &spec3.Parameter{ParameterProps: spec3.ParameterProps{
+				Name: name, In: "query", Description: queryDescriptions[name],
+				Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{queryType(name)}}},
+			}})
+		}
+		ql.v2, ql.v3 = slices.Clip(ql.v2), slices.Clip(ql.v3)
+		for _, body := range []string{deleteOptsName, patchName} {
+			ql.v2Body[body] = slices.Clip(append([]spec.Parameter{v2BodyParam(body, false)}, ql.v2...))
+		}
+		queryLists[strings.Join(q, ",")] = ql
 	}
-	return spec.Extensions{"x-kubernetes-action": op.action, "x-kubernetes-group-version-kind": gvkExtension(gvk)}
+	for n, names := range map[int][]string{1: {"namespace"}, 2: {"namespace", "name"}, 3: {"name"}} {
+		var p2 []spec.Parameter
+		var p3 []*spec3.Parameter
+		for _, name := range names {
+			p2 = append(p2, spec.Parameter{
+				ParamProps:   spec.ParamProps{Name: name, In: "path", Required: true, Description: name + " of the object"},
+				SimpleSchema: spec.SimpleSchema{Type: "string"},
+			})
+			p3 = append(p3, &spec3.Parameter{ParameterProps: spec3.ParameterProps{
+				Name: name, In: "path", Required: true, Description: name + " of the object",
+				Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{"string"}}},
+			}})
+		}
+		v2PathParams[n], v3PathParams[n] = slices.Clip(p2), slices.Clip(p3)
+	}
+}
+
+// pathParamsKey is the key of a path's parameters in v2PathParams and
+// v3PathParams (0: none).
+func pathParamsKey(params []string) int {
+	switch strings.Join(params, ",") {
+	case "namespace":
+		return 1
+	case "namespace,name":
+		return 2
+	case "name":
+		return 3
+	}
+	return 0
+}
+
+func queryListOf(q []string) *queryList {
+	ql := queryLists[strings.Join(q, ",")]
+	if ql == nil {
+		panic(fmt.Sprintf("apiserver: query list %v not prepared", q))
+	}
+	return ql
+}
+
+func v2BodyParam(def string, required bool) spec.Parameter {
+	return spec.Parameter{ParamProps: spec.ParamProps{Name: "body", In: "body", Required: required,
+		Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Ref: spec.MustCreateRef(definitionsPrefix + def)}}}}
 }
 
 // swaggerV2 builds the /openapi/v2 document of every served resource.
@@ -285,41 +392,48 @@ func swaggerV2(resources []*resource) *spec.Swagger {
 		for n, d := range kindSchemas(r, definitionsPrefix) {
 			sw.Definitions[n] = d
 		}
+		// The responses and the parameters with the kind's own body are
+		// shared by the operations of the kind.
+		responses := map[string]*spec.Responses{}
+		kindBody := map[string][]spec.Parameter{}
 		for _, p := range resourcePaths(r) {
 			item := spec.PathItem{}
-			for _, name := range p.params {
-				item.Parameters = append(item.Parameters, spec.Parameter{
-					ParamProps:   spec.ParamProps{Name: name, In: "path", Required: true, Description: name + " of the object"},
-					SimpleSchema: spec.SimpleSchema{Type: "string"},
-				})
-			}
+			item.Parameters = v2PathParams[pathParamsKey(p.params)]
 			for _, op := range p.ops {
+				resp := responses[op.response]
+				if resp == nil {
+					resp = &spec.Responses{ResponsesProps: spec.ResponsesProps{StatusCodeResponses: map[int]spec.Response{
+						200: {ResponseProps: spec.ResponseProps{Description: "OK",
+							Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Ref: spec.MustCreateRef(definitionsPrefix + op.response)}}}},
+						401: v2Unauth,
+					}}}
+					responses[op.response] = resp
+				}
 				o := &spec.Operation{
 					VendorExtensible: spec.VendorExtensible{Extensions: opExtensions(r, op)},
 					OperationProps: spec.OperationProps{
-						ID:       op.id,
-						Consumes: op.consumes,
-						Produces: []string{"application/json", "application/yaml"},
-						Schemes:  []string{"https"},
-						Responses: &spec.Responses{ResponsesProps: spec.ResponsesProps{StatusCodeResponses: map[int]spec.Response{
-							200: {ResponseProps: spec.ResponseProps{Description: "OK",
-								Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Ref: spec.MustCreateRef(definitionsPrefix + op.response)}}}},
-							401: {ResponseProps: spec.ResponseProps{Description: "Unauthorized"}},
-						}}},
+						ID:        op.id,
+						Consumes:  op.consumes,
+						Produces:  v2Produces,
+						Schemes:   v2Schemes,
+						Responses: resp,
 					},
 				}
 				if o.Consumes == nil {
-					o.Consumes = []string{"*/*"}
+					o.Consumes = v2AnyType
 				}
-				if op.body != "" {
-					o.Parameters = append(o.Parameters, spec.Parameter{ParamProps: spec.ParamProps{Name: "body", In: "body", Required: op.method != "delete",
-						Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Ref: spec.MustCreateRef(definitionsPrefix + op.body)}}}})
-				}
-				for _, q := range op.query {
-					o.Parameters = append(o.Parameters, spec.Parameter{
-						ParamProps:   spec.ParamProps{Name: q, In: "query", Description: queryDescriptions[q]},
-						SimpleSchema: spec.SimpleSchema{Type: queryType(q)},
-					})
+				ql := queryListOf(op.query)
+				switch {
+				case op.body == "":
+					o.Parameters = ql.v2
+				case ql.v2Body[op.body] != nil && op.method == "delete":
+					o.Parameters = ql.v2Body[op.body]
+				default:
+					key := op.body + "/" + op.method + "/" + strings.Join(op.query, ",")
+					if kindBody[key] == nil {
+						kindBody[key] = slices.Clip(append([]spec.Parameter{v2BodyParam(op.body, op.method != "delete")}, ql.v2...))
+					}
+					o.Parameters = kindBody[key]
 				}
 				switch op.method {
 				case "get":
@@ -350,6 +464,40 @@ func queryType(q string) string {
 	return "string"
 }
 
+// v3Bodies holds the request bodies that refer to shared definitions, by
+// definition, content types and whether required.
+var (
+	v3BodiesMu sync.Mutex
+	v3Bodies   = map[string]*spec3.RequestBody{}
+)
+
+func v3Body(def string, consumes []string, required bool) *spec3.RequestBody {
+	bodySchema := &spec.Schema{SchemaProps: spec.SchemaProps{Ref: spec.MustCreateRef(componentsPrefix + def)}}
+	content := map[string]*spec3.MediaType{}
+	if consumes == nil {
+		consumes = v2AnyType
+	}
+	media := &spec3.MediaType{MediaTypeProps: spec3.MediaTypeProps{Schema: bodySchema}}
+	for _, ct := range consumes {
+		content[ct] = media
+	}
+	return &spec3.RequestBody{RequestBodyProps: spec3.RequestBodyProps{Content: content, Required: required}}
+}
+
+// sharedV3Body returns the request body of a shared definition, built
+// once.
+func sharedV3Body(def string, consumes []string, required bool) *spec3.RequestBody {
+	key := fmt.Sprintf("%s/%v/%t", def, consumes, required)
+	v3BodiesMu.Lock()
+	defer v3BodiesMu.Unlock()
+	b := v3Bodies[key]
+	if b == nil {
+		b = v3Body(def, consumes, required)
+		v3Bodies[key] = b
+	}
+	return b
+}
+
 // openAPIV3 builds the /openapi/v3 document of one group/version.
 func openAPIV3(gv schema.GroupVersion, resources []*resource) *spec3.OpenAPI {
 	doc := &spec3.OpenAPI{
@@ -367,46 +515,44 @@ func openAPIV3(gv schema.GroupVersion, resources []*resource) *spec3.OpenAPI {
 			d := d
 			doc.Components.Schemas[n] = &d
 		}
+		responses := map[string]*spec3.Responses{}
+		bodies := map[string]*spec3.RequestBody{}
 		for _, p := range resourcePaths(r) {
 			path := &spec3.Path{}
-			for _, name := range p.params {
-				path.Parameters = append(path.Parameters, &spec3.Parameter{ParameterProps: spec3.ParameterProps{
-					Name: name, In: "path", Required: true, Description: name + " of the object",
-					Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{"string"}}},
-				}})
-			}
+			path.Parameters = v3PathParams[pathParamsKey(p.params)]
 			for _, op := range p.ops {
-				respSchema := &spec.Schema{SchemaProps: spec.SchemaProps{Ref: spec.MustCreateRef(componentsPrefix + op.response)}}
+				resp := responses[op.response]
+				if resp == nil {
+					media := &spec3.MediaType{MediaTypeProps: spec3.MediaTypeProps{
+						Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Ref: spec.MustCreateRef(componentsPrefix + op.response)}}}}
+					resp = &spec3.Responses{ResponsesProps: spec3.ResponsesProps{StatusCodeResponses: map[int]*spec3.Response{
+						200: {ResponseProps: spec3.ResponseProps{Description: "OK", Content: map[string]*spec3.MediaType{
+							"application/json": media,
+							"application/yaml": media,
+						}}},
+						401: v3Unauth,
+					}}}
+					responses[op.response] = resp
+				}
 				o := &spec3.Operation{
 					VendorExtensible: spec.VendorExtensible{Extensions: opExtensions(r, op)},
 					OperationProps: spec3.OperationProps{
 						OperationId: op.id,
-						Responses: &spec3.Responses{ResponsesProps: spec3.ResponsesProps{StatusCodeResponses: map[int]*spec3.Response{
-							200: {ResponseProps: spec3.ResponseProps{Description: "OK", Content: map[string]*spec3.MediaType{
-								"application/json": {MediaTypeProps: spec3.MediaTypeProps{Schema: respSchema}},
-								"application/yaml": {MediaTypeProps: spec3.MediaTypeProps{Schema: respSchema}},
-							}}},
-							401: {ResponseProps: spec3.ResponseProps{Description: "Unauthorized"}},
-						}}},
+						Responses:   resp,
+						Parameters:  queryListOf(op.query).v3,
 					},
 				}
 				if op.body != "" {
-					bodySchema := &spec.Schema{SchemaProps: spec.SchemaProps{Ref: spec.MustCreateRef(componentsPrefix + op.body)}}
-					content := map[string]*spec3.MediaType{}
-					cts := op.consumes
-					if cts == nil {
-						cts = []string{"*/*"}
+					required := op.method != "delete"
+					if op.body == deleteOptsName || op.body == patchName {
+						o.RequestBody = sharedV3Body(op.body, op.consumes, required)
+					} else {
+						key := fmt.Sprintf("%s/%v/%t", op.body, op.consumes, required)
+						if bodies[key] == nil {
+							bodies[key] = v3Body(op.body, op.consumes, required)
+						}
+						o.RequestBody = bodies[key]
 					}
-					for _, ct := range cts {
-						content[ct] = &spec3.MediaType{MediaTypeProps: spec3.MediaTypeProps{Schema: bodySchema}}
-					}
-					o.RequestBody = &spec3.RequestBody{RequestBodyProps: spec3.RequestBodyProps{Content: content, Required: op.method != "delete"}}
-				}
-				for _, q := range op.query {
-					o.Parameters = append(o.Parameters, &spec3.Parameter{ParameterProps: spec3.ParameterProps{
-						Name: q, In: "query", Description: queryDescriptions[q],
-						Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{queryType(q)}}},
-					}})
 				}
 				switch op.method {
 				case "get":

@@ -3,10 +3,12 @@ package apiserver
 import (
 	"sort"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/object"
@@ -43,6 +45,10 @@ type resource struct {
 	// them, with the merge keys of their Go types.
 	typed      bool
 	shortNames []string
+	// ext holds the OpenAPI extensions of the resource's operations, by
+	// action, built once and shared by the v2 and v3 documents.
+	extOnce sync.Once
+	ext     map[string]spec.Extensions
 }
 
 func newResource(gvk schema.GroupVersionKind) *resource {
