@@ -138,9 +138,10 @@ func runStandalone(ctx context.Context, af *apiServerFlags, ops []*opv1a1.Operat
 		names[op.Name] = true
 	}
 	rt := operator.NewRuntime(operator.RuntimeOptions{Logger: log.WithName("runtime"),
-		MaxDeltaEntries: limits.maxDeltaEntries, MaxObjectBytes: limits.maxObjectBytes, EvalLimits: limits.evalLimits()})
-	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.RunningOperators(rt, ops), true),
-		apiserver.ExpectedKindsOf(apiserver.StaticOperators(ops), true), true, log)
+		MaxDeltaEntries: limits.maxDeltaEntries, MaxObjectBytes: limits.maxObjectBytes, EvalLimits: limits.evalLimits(),
+		KindLimits: limits.kindLimits()})
+	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.RunningOperators(rt, ops), true, limits.kindLimits()),
+		apiserver.ExpectedKindsOf(apiserver.StaticOperators(ops), true, limits.kindLimits()), true, log)
 	if err != nil {
 		return err
 	}

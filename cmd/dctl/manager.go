@@ -49,6 +49,13 @@ type limitFlags struct {
 	maxObjectBytes  int
 	// The evaluation budget of one expression on one document.
 	maxEvalSteps, maxEvalValues, maxEvalBytes int
+	// The kinds one operator may make the manager serve.
+	maxTargets, maxViewKinds int
+}
+
+// kindLimits returns the bounds of the kinds of one operator the flags set.
+func (l limitFlags) kindLimits() controller.KindLimits {
+	return controller.KindLimits{MaxTargets: l.maxTargets, MaxViewKinds: l.maxViewKinds}
 }
 
 // evalLimits returns the evaluation budget the flags set.
@@ -74,6 +81,18 @@ func (l *limitFlags) register(cmd *cobra.Command) {
 		"the most values (list elements, map entries, strings) one pipeline expression may build on one object"+evalHelp)
 	fs.Var((*boundValue)(&l.maxEvalBytes), "max-eval-bytes",
 		"the most bytes (string bytes, 16 per list element or map entry) one pipeline expression may build on one object"+evalHelp)
+}
+
+// registerKinds adds the flags bounding the kinds of one operator (dctl
+// start and run, which serve views).
+func (l *limitFlags) registerKinds(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	l.maxTargets, l.maxViewKinds = controller.DefaultMaxTargets, controller.DefaultMaxViewKinds
+	const kindHelp = "; a controller over it does not run and is reported InvalidSpec in its operator's status, " +
+		"and the other controllers and operators run on (negative: no bound)"
+	fs.Var((*boundValue)(&l.maxTargets), "max-targets", "the most targets of one controller"+kindHelp)
+	fs.Var((*boundValue)(&l.maxViewKinds), "max-view-kinds",
+		"the most distinct view kinds the controllers of one operator name, each served by the view API server"+kindHelp)
 }
 
 // boundValue is an int flag for a bound: positive, or negative for no
@@ -120,6 +139,7 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 	fs.IntVar(&f.burst, "kube-api-burst", defaultKubeAPIBurst, "requests the manager may send to the Kubernetes API server in a burst when --kube-api-qps is positive "+
 		"(0: client-go's default of 10)")
 	f.limits.register(cmd)
+	f.limits.registerKinds(cmd)
 }
 
 func (f *managerFlags) logger(w io.Writer) logr.Logger {
@@ -169,6 +189,7 @@ func (f *managerFlags) newManager(log logr.Logger) (ctrl.Manager, *operator.Runt
 		MaxDeltaEntries:            f.limits.maxDeltaEntries,
 		MaxObjectBytes:             f.limits.maxObjectBytes,
 		EvalLimits:                 f.limits.evalLimits(),
+		KindLimits:                 f.limits.kindLimits(),
 	})
 }
 

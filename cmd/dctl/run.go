@@ -82,8 +82,8 @@ func runRun(ctx context.Context, f *managerFlags, af *apiServerFlags, ops []*opv
 		}
 		names[op.Name] = true
 	}
-	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.RunningOperators(rt, ops), false),
-		apiserver.ExpectedKindsOf(apiserver.StaticOperators(ops), false), false, log)
+	srv, err := af.newServer(rt.Views(), apiserver.KindsOf(apiserver.RunningOperators(rt, ops), false, f.limits.kindLimits()),
+		apiserver.ExpectedKindsOf(apiserver.StaticOperators(ops), false, f.limits.kindLimits()), false, log)
 	if err != nil {
 		return err
 	}

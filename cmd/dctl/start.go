@@ -120,15 +120,15 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 		if err := rec.SetupWithManager(ctx, mgr); err != nil {
 			return err
 		}
-		kinds := apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), rt), false)
+		kinds := apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), rt), false, f.limits.kindLimits())
 		if ring != nil {
 			// Any member answers for every operator's views: those of
 			// operators running elsewhere are forwarded to their member.
-			kinds = apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), nil), false)
+			kinds = apiserver.KindsOf(apiserver.ClusterOperators(ctx, mgr.GetClient(), nil), false, f.limits.kindLimits())
 			af.route, af.member = viewRoute(ring, mgr.GetClient()), ring.Identity()
 		}
 		srv, err := af.newServer(rt.Views(), kinds,
-			apiserver.ExpectedKindsOf(apiserver.AllClusterOperators(mgr.GetClient(), 5*time.Second), false), false, log)
+			apiserver.ExpectedKindsOf(apiserver.AllClusterOperators(mgr.GetClient(), 5*time.Second), false, f.limits.kindLimits()), false, log)
 		if err != nil {
 			return err
 		}

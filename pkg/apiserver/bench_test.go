@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 	"github.com/dcontroller/dcontroller/pkg/view"
 )
@@ -206,7 +207,7 @@ func BenchmarkWatchDelayPipeline10k(b *testing.B) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	_, base := testServer(b, store, Options{Kinds: KindsOf(RunningOperators(rt, ops), false)})
+	_, base := testServer(b, store, Options{Kinds: KindsOf(RunningOperators(rt, ops), false, controller.KindLimits{})})
 	ch, stop := watchStream(b, base+"/apis/bench.view.dcontroller.io/v1alpha1/outputs?watch=true&resourceVersion="+store.ResourceVersion())
 	defer stop()
 	var delays []time.Duration

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
@@ -21,8 +22,10 @@ import (
 // mode); their version, when the spec omits it, is taken from
 // operator.KnownVersions, and kinds whose version cannot be told are left
 // out, and so are kinds that are not valid kind names (object.ValidateKind),
-// whose controllers do not run.
-func OperatorKinds(ops []*opv1a1.Operator, native bool) []schema.GroupVersionKind {
+// whose controllers do not run, and the kinds of controllers over lim
+// (controller.KindLimitErrors), which do not run either: one operator makes
+// the server serve at most lim.MaxViewKinds view kinds.
+func OperatorKinds(ops []*opv1a1.Operator, native bool, lim controller.KindLimits) []schema.GroupVersionKind {
 	seen := map[schema.GroupVersionKind]bool{}
 	var out []schema.GroupVersionKind
 	add := func(op string, r opv1a1.Resource) {
@@ -53,7 +56,11 @@ func OperatorKinds(ops []*opv1a1.Operator, native bool) []schema.GroupVersionKin
 		if op == nil {
 			continue
 		}
-		for _, c := range op.Spec.Controllers {
+		over := controller.KindLimitErrors(op.Name, op.Spec.Controllers, lim)
+		for i, c := range op.Spec.Controllers {
+			if over[i] != nil {
+				continue
+			}
 			for _, s := range c.Sources {
 				add(op.Name, s.Resource)
 			}
@@ -67,20 +74,20 @@ func OperatorKinds(ops []*opv1a1.Operator, native bool) []schema.GroupVersionKin
 
 // KindsOf returns an Options.Kinds function serving the kinds of the
 // operators list returns (see OperatorKinds).
-func KindsOf(list func() []*opv1a1.Operator, native bool) func() []schema.GroupVersionKind {
-	return func() []schema.GroupVersionKind { return OperatorKinds(list(), native) }
+func KindsOf(list func() []*opv1a1.Operator, native bool, lim controller.KindLimits) func() []schema.GroupVersionKind {
+	return func() []schema.GroupVersionKind { return OperatorKinds(list(), native, lim) }
 }
 
 // ExpectedKindsOf returns an Options.ExpectedKinds function: the kinds of
 // the operators list returns (see OperatorKinds), which list may fail while
 // the operators are not known yet.
-func ExpectedKindsOf(list func(context.Context) ([]*opv1a1.Operator, error), native bool) func(context.Context) ([]schema.GroupVersionKind, error) {
+func ExpectedKindsOf(list func(context.Context) ([]*opv1a1.Operator, error), native bool, lim controller.KindLimits) func(context.Context) ([]schema.GroupVersionKind, error) {
 	return func(ctx context.Context) ([]schema.GroupVersionKind, error) {
 		ops, err := list(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return OperatorKinds(ops, native), nil
+		return OperatorKinds(ops, native, lim), nil
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/expression"
 	"github.com/dcontroller/dcontroller/pkg/informers"
 	"github.com/dcontroller/dcontroller/pkg/watchcodec"
@@ -61,11 +62,12 @@ type ManagerOptions struct {
 	PprofAddr string
 	// Logger receives structured logs.
 	Logger logr.Logger
-	// MaxDeltaEntries, MaxObjectBytes and EvalLimits are as in
-	// RuntimeOptions.
+	// MaxDeltaEntries, MaxObjectBytes, EvalLimits and KindLimits are as
+	// in RuntimeOptions.
 	MaxDeltaEntries int
 	MaxObjectBytes  int
 	EvalLimits      expression.Limits
+	KindLimits      controller.KindLimits
 }
 
 // DefaultLeaderElectionID names the leader-election lock when
@@ -174,6 +176,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 		MaxDeltaEntries: opts.MaxDeltaEntries,
 		MaxObjectBytes:  opts.MaxObjectBytes,
 		EvalLimits:      opts.EvalLimits,
+		KindLimits:      opts.KindLimits,
 	})
 	rt.received = received
 	return mgr, rt, nil

@@ -97,6 +97,11 @@ type RuntimeOptions struct {
 	// expression.DefaultLimits). An evaluation in progress stops when its
 	// operator is deleted or replaced.
 	EvalLimits expression.Limits
+	// KindLimits bound the targets of one controller and the view kinds
+	// of one operator (see controller.KindLimitErrors; zero fields: the
+	// defaults). A controller over them is InvalidSpec and its operator's
+	// other controllers run.
+	KindLimits controller.KindLimits
 	// Ring, when set, is this manager's share of the work in a ring of
 	// active managers: an operator with spec.sharding Namespace runs here
 	// over the namespaces whose buckets Ring holds (the Reconciler restarts
@@ -731,6 +736,8 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 	// Two view kinds with one resource name cannot both be served by the
 	// view API server: the controller naming the second one is invalid.
 	clashes := controller.ViewKindClashes(op.Name, op.Spec.Controllers, r.opts.Cache == nil)
+	// Nor can it serve an unbounded number of them.
+	overLimits := controller.KindLimitErrors(op.Name, op.Spec.Controllers, r.opts.KindLimits)
 	// The controllers start concurrently: one whose source does not sync
 	// holds back none of the others.
 	var first sync.WaitGroup
@@ -742,6 +749,11 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 		}
 		seen[name] = true
 		if err := clashes[i]; err != nil {
+			log.Error(err, "invalid controller", "controller", name)
+			fail(name, err, ReasonInvalidSpec)
+			continue
+		}
+		if err := overLimits[i]; err != nil {
 			log.Error(err, "invalid controller", "controller", name)
 			fail(name, err, ReasonInvalidSpec)
 			continue
