@@ -454,55 +454,60 @@ func FuzzRGDIncremental(f *testing.F) {
 			f.Add(seed)
 		}
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fc := decodeRGDFuzz(t, data, ops)
-		inc := &rgdFuzzRun{t: t, fc: fc}
-		inc.runSteps(fc.steps)
-		got := inc.result()
+	f.Fuzz(func(t *testing.T, data []byte) { checkRGDIncremental(t, data, ops) })
+}
 
-		scratch := &rgdFuzzRun{t: t, fc: fc}
-		scratch.start()
-		var objs []*unstructured.Unstructured
-		for _, id := range fc.finalIDs {
-			objs = append(objs, fc.final[id].DeepCopy())
-		}
-		ctx := context.Background()
-		_ = scratch.off.ApplyAll(ctx, objs)
-		// The dependencies' statuses the incremental run ended with, set
-		// on the same objects; setting one can make others appear (a
-		// Service once its Deployment is ready), so until nothing is left
-		// to set.
-		if fc.shape.world != nil {
-			for range 4 {
-				changed := false
-				for _, u := range inc.store.List(deploymentGVK) {
-					st, ok := u.Object["status"]
-					if !ok {
-						continue
-					}
-					key := object.Key{Namespace: u.GetNamespace(), Name: u.GetName()}
-					s, err := scratch.store.Get(deploymentGVK, key)
-					if err != nil || reflect.DeepEqual(s.Object["status"], st) {
-						continue
-					}
-					s = s.DeepCopy()
-					s.Object["status"] = st
-					if _, err := scratch.store.Update(s); err != nil {
-						t.Fatal(err)
-					}
-					changed = true
+// checkRGDIncremental decodes data, runs its steps and fails when the
+// result differs from the one from scratch.
+func checkRGDIncremental(t *testing.T, data []byte, ops map[string]*opv1a1.Operator) {
+	t.Helper()
+	fc := decodeRGDFuzz(t, data, ops)
+	inc := &rgdFuzzRun{t: t, fc: fc}
+	inc.runSteps(fc.steps)
+	got := inc.result()
+
+	scratch := &rgdFuzzRun{t: t, fc: fc}
+	scratch.start()
+	var objs []*unstructured.Unstructured
+	for _, id := range fc.finalIDs {
+		objs = append(objs, fc.final[id].DeepCopy())
+	}
+	ctx := context.Background()
+	_ = scratch.off.ApplyAll(ctx, objs)
+	// The dependencies' statuses the incremental run ended with, set
+	// on the same objects; setting one can make others appear (a
+	// Service once its Deployment is ready), so until nothing is left
+	// to set.
+	if fc.shape.world != nil {
+		for range 4 {
+			changed := false
+			for _, u := range inc.store.List(deploymentGVK) {
+				st, ok := u.Object["status"]
+				if !ok {
+					continue
 				}
-				if !changed {
-					break
+				key := object.Key{Namespace: u.GetNamespace(), Name: u.GetName()}
+				s, err := scratch.store.Get(deploymentGVK, key)
+				if err != nil || reflect.DeepEqual(s.Object["status"], st) {
+					continue
 				}
-				_ = scratch.off.Resync(ctx)
+				s = s.DeepCopy()
+				s.Object["status"] = st
+				if _, err := scratch.store.Update(s); err != nil {
+					t.Fatal(err)
+				}
+				changed = true
 			}
+			if !changed {
+				break
+			}
+			_ = scratch.off.Resync(ctx)
 		}
-		want := scratch.result()
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("incremental result differs from the result from scratch\n%s", describeRGDFuzz(fc, got, want))
-		}
-	})
+	}
+	want := scratch.result()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("incremental result differs from the result from scratch\n%s", describeRGDFuzz(fc, got, want))
+	}
 }
 
 // rgdFuzzSeeds are seeds of one shape: instances made, changed and
