@@ -205,8 +205,34 @@ func (t *Target) Contested() []ContestedTarget {
 // errRestoreDeferred stops a restore write that must wait for its backoff.
 var errRestoreDeferred = errors.New("restore deferred by backoff")
 
+// errRestoreCached stops the first look of a restore check, made on the
+// informer cache, at its first write: the write is decided again on the
+// object read from the API server (see RestoreTarget).
+var errRestoreCached = errors.New("restore decided on the cached object")
+
+// errRestoreGone ends a restore check of a Patcher target whose object no
+// longer exists: a Patcher never creates, so there is nothing to restore
+// and nothing to report (the ordinary write path reports a missing target
+// the output still wants).
+var errRestoreGone = errors.New("restore: target object gone")
+
+// restoreStop reports whether err ends a restore check without an error.
+func restoreStop(err error) bool {
+	return errors.Is(err, errRestoreDeferred) || errors.Is(err, errRestoreCached) || errors.Is(err, errRestoreGone)
+}
+
 // gateKey carries, in a write's context, a check made before each API call.
 type gateKey struct{}
+
+// liveKey marks a write's context whose reads of the target object go to
+// the API server (LiveReader) rather than the informer cache.
+type liveKey struct{}
+
+// restoring reports whether ctx is that of a restore check.
+func restoring(ctx context.Context) bool {
+	_, ok := ctx.Value(gateKey{}).(func() error)
+	return ok
+}
 
 // Tracks reports whether obj, an object of the target kind, is one this
 // controller writes or waits to write: one it wrote (or patched), one whose
@@ -242,14 +268,44 @@ func (t *Target) Tracks(obj *unstructured.Unstructured) bool {
 // target type owns changed), writes it back: an Updater recreates or
 // replaces it, a Patcher re-applies its fields, an Applier re-applies. An
 // object already in the desired state (the echo of the controller's own
-// write) costs one read and no write. Repeated restores of one object back
-// off (see RestoreBackoffInitial): when a restore must wait, RestoreTarget
-// writes nothing and returns how long to wait before calling it again.
-// A failed write is recorded and retried like any other (RetryFailed).
+// write) costs one read and no write.
+//
+// The object is read first from the Client's Get, which may serve an
+// informer cache that still holds an earlier write of the controller
+// while its output, and its last write, moved on (the watch event is the
+// echo of that earlier write). When that read calls for a write and the
+// Client is a LiveReader, the object is read again from the API server
+// and the write is decided on that: the echo of an earlier write of the
+// controller is no change by another writer, so it writes nothing and
+// counts no restore. Only a write made on the API server's state, of a
+// key whose last write did not fail, counts as a restore.
+//
+// Repeated restores of one object back off (see RestoreBackoffInitial):
+// when a restore must wait, RestoreTarget writes nothing and returns how
+// long to wait before calling it again. A Patcher target whose object was
+// deleted is not restored (a Patcher never creates objects) and no error
+// is recorded for it. A failed write is recorded and retried like any
+// other (RetryFailed).
 func (t *Target) RestoreTarget(ctx context.Context, key object.Key) (time.Duration, error) {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
 	now := t.c.opts.Now()
+	t.mu.Lock()
+	retry := t.failed[key]
+	t.mu.Unlock()
+	if _, ok := t.client.(LiveReader); ok {
+		cached := func() error { return errRestoreCached }
+		_, err := t.syncKey(context.WithValue(ctx, gateKey{}, cached), key, false)
+		if !errors.Is(err, errRestoreCached) {
+			if restoreStop(err) {
+				return 0, nil
+			}
+			// Nothing to write (no API call was made), or an error
+			// (recorded).
+			return 0, err
+		}
+		ctx = context.WithValue(ctx, liveKey{}, true)
+	}
 	var wait time.Duration
 	gate := func() error {
 		if w := t.restoreWait(key, now); w > 0 {
@@ -262,7 +318,10 @@ func (t *Target) RestoreTarget(ctx context.Context, key object.Key) (time.Durati
 	if errors.Is(err, errRestoreDeferred) {
 		return wait, nil
 	}
-	if wrote {
+	if restoreStop(err) {
+		return 0, nil
+	}
+	if wrote && !retry {
 		t.recordRestore(key, now)
 		t.c.opts.Logger.V(1).Info("target object restored", "kind", t.GVK.Kind, "key", key.String())
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
@@ -42,11 +43,7 @@ func (t *Target) patch(ctx context.Context, key object.Key, desired map[string]a
 		return false, err
 	}
 	if existing == nil {
-		t.delWritten(key)
-		if desired == nil {
-			return false, nil
-		}
-		return false, ErrPatchTargetMissing
+		return false, t.patchTargetGone(ctx, key, desired)
 	}
 	var hadRecord bool
 	if t.patchRecord != "" {
@@ -73,6 +70,10 @@ func (t *Target) patch(ctx context.Context, key object.Key, desired map[string]a
 		}
 		unmark := unmarkPatch(existing, t.patchRecord)
 		if err := t.call(ctx, "patch", func() error { return t.client.Patch(ctx, t.GVK, key, unmark) }); err != nil {
+			if apierrors.IsNotFound(err) {
+				// Deleted since it was read: no record left to remove.
+				return false, nil
+			}
 			return false, err
 		}
 		return true, nil
@@ -113,6 +114,10 @@ func (t *Target) patch(ctx context.Context, key object.Key, desired map[string]a
 		}
 	}
 	wrote, err := t.sendPatch(ctx, key, existing.Object, full)
+	if apierrors.IsNotFound(err) {
+		// Deleted since it was read (the informer cache lags).
+		return wrote, t.patchTargetGone(ctx, key, desired)
+	}
 	if err != nil {
 		// What was owned stays recorded (in memory, and on the object
 		// unless the patch went through after all): the retry removes it.
@@ -121,6 +126,25 @@ func (t *Target) patch(ctx context.Context, key object.Key, desired map[string]a
 	}
 	done()
 	return wrote, nil
+}
+
+// patchTargetGone is the end of a Patcher write of key whose object does
+// not exist: nothing is recorded as written any more. With no output for
+// it (desired nil) the fields to remove went with the object, which is
+// success; a restore check (see RestoreTarget) has nothing to restore, as
+// a Patcher never creates; the ordinary write path reports the missing
+// target the output wants (ErrPatchTargetMissing, retried).
+func (t *Target) patchTargetGone(ctx context.Context, key object.Key, desired map[string]any) error {
+	t.delWritten(key)
+	switch {
+	case desired == nil:
+		t.forgetHandoff(key)
+		return nil
+	case restoring(ctx):
+		return errRestoreGone
+	default:
+		return ErrPatchTargetMissing
+	}
 }
 
 // setPatched records, for key, the leaves a patch owns (owned, see

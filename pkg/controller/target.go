@@ -303,7 +303,7 @@ func (t *Target) syncKey(ctx context.Context, key object.Key, recordOutput bool)
 			t.mu.Unlock()
 			return false, derr
 		}
-		if errors.Is(err, errRestoreDeferred) {
+		if restoreStop(err) {
 			return false, err
 		}
 		if err == nil {
@@ -414,8 +414,17 @@ func (t *Target) write(ctx context.Context, key object.Key, desired map[string]a
 	}
 }
 
+// get reads the target object of key, nil when it does not exist: with
+// Client.Get, or, in a restore check's second look (liveKey), from the API
+// server through the Client's LiveReader.
 func (t *Target) get(ctx context.Context, key object.Key) (*unstructured.Unstructured, error) {
-	existing, err := t.client.Get(ctx, t.GVK, key)
+	var existing *unstructured.Unstructured
+	var err error
+	if lr, ok := t.client.(LiveReader); ok && ctx.Value(liveKey{}) != nil {
+		existing, err = lr.GetLive(ctx, t.GVK, key)
+	} else {
+		existing, err = t.client.Get(ctx, t.GVK, key)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
