@@ -24,7 +24,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
@@ -164,7 +163,7 @@ type Server struct {
 	listener   net.Listener
 	serializer objectSerializer
 	authz      authorizer.Authorizer
-	equivalent runtime.EquivalentResourceRegistry
+	equivalent *equivalentRegistry
 	// fwd forwards the requests for other members' views (Options.Route).
 	fwd *forwarder
 
@@ -218,7 +217,7 @@ func New(opts Options) (*Server, error) {
 		opts.MaxWatchesPerUser = DefaultMaxWatchesPerUser
 	}
 	s := &Server{watches: map[string]int{}, opts: opts, log: opts.Logger, serializer: newObjectSerializer(), syncCh: make(chan struct{}, 1),
-		equivalent: runtime.NewEquivalentResourceRegistry(), v3Keys: map[string]bool{}}
+		equivalent: newEquivalentRegistry(), v3Keys: map[string]bool{}}
 
 	authn, authz, err := s.security()
 	if err != nil {
@@ -540,9 +539,10 @@ func (s *Server) sync() {
 	if failed {
 		next, _ = newResourceSet(kinds)
 	}
-	s.serving.Range(func(k, _ any) bool {
+	s.serving.Range(func(k, v any) bool {
 		if next.byGVK[k.(schema.GroupVersionKind)] == nil {
 			s.serving.Delete(k)
+			s.equivalent.forget(v.(*served).res.gvr)
 		}
 		return true
 	})
