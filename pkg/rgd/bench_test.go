@@ -58,10 +58,8 @@ func benchRGDChange(b *testing.B, op *opv1a1.Operator, n int) {
 	instGVK := schema.GroupVersionKind{Group: "kro.run", Version: "v1alpha1", Kind: "WebApp"}
 	var docs int
 	off, err := operator.NewOffline([]*opv1a1.Operator{op}, operator.OfflineOptions{
-		Trace: func(_, _, _ string, delta *dbsp.ZSet) { docs += delta.Len() },
-		StatusSubresource: func(gvk schema.GroupVersionKind) bool {
-			return gvk == instGVK || gvk.Group == "apps" || gvk.Kind == "Service"
-		}})
+		Trace:             func(_, _, _ string, delta *dbsp.ZSet) { docs += delta.Len() },
+		StatusSubresource: operator.InputStatusSubresource(nil)})
 	if err != nil {
 		b.Fatal(err)
 	}

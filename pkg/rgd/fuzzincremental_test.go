@@ -268,11 +268,9 @@ type rgdFuzzRun struct {
 func (r *rgdFuzzRun) options() operator.OfflineOptions {
 	return operator.OfflineOptions{Store: r.store,
 		Versions: map[string]string{"kro.run/" + r.fc.shape.kind: "v1alpha1"},
-		// As in a cluster: the instance kind (its CRD) and the built-in
-		// kinds with a status have the status subresource.
-		StatusSubresource: func(gvk schema.GroupVersionKind) bool {
-			return gvk == r.fc.instGVK || gvk.Group == "apps" || gvk.Kind == "Service" || gvk.Kind == "Ingress"
-		}}
+		// As dctl eval and a cluster: every kind that is not a view has
+		// the status subresource (the instance CRD gives it one).
+		StatusSubresource: operator.InputStatusSubresource(nil)}
 }
 
 func (r *rgdFuzzRun) start() {
