@@ -144,18 +144,29 @@ func (c StoreClient) UpdateStatus(_ context.Context, obj *unstructured.Unstructu
 	return nil
 }
 
-// PatchStatus applies a merge patch to the stored object and keeps the
-// status of the result (the patch's fields outside status have no effect).
-func (c StoreClient) PatchStatus(_ context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
+// merged reads the stored object of gvk and key and applies a JSON merge
+// patch (RFC 7386) to a copy: the stored object and the result. A missing
+// object is the store's NotFound error.
+func (c StoreClient) merged(gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) (*unstructured.Unstructured, map[string]any, error) {
 	existing, err := c.Store.Get(gvk, key)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	patch, err := object.FromJSON(mergePatch)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	merged, err := object.MergePatch(existing.Object, patch)
+	if err != nil {
+		return nil, nil, err
+	}
+	return existing, merged, nil
+}
+
+// PatchStatus applies a merge patch to the stored object and keeps the
+// status of the result (the patch's fields outside status have no effect).
+func (c StoreClient) PatchStatus(_ context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
+	existing, merged, err := c.merged(gvk, key, mergePatch)
 	if err != nil {
 		return err
 	}
@@ -221,15 +232,7 @@ func (c StoreClient) Update(_ context.Context, obj *unstructured.Unstructured) e
 }
 
 func (c StoreClient) Patch(_ context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
-	existing, err := c.Store.Get(gvk, key)
-	if err != nil {
-		return err
-	}
-	patch, err := object.FromJSON(mergePatch)
-	if err != nil {
-		return err
-	}
-	merged, err := object.MergePatch(existing.Object, patch)
+	existing, merged, err := c.merged(gvk, key, mergePatch)
 	if err != nil {
 		return err
 	}
