@@ -9,29 +9,43 @@ import (
 	"github.com/dcontroller/dcontroller/pkg/controller"
 )
 
-// A controller over the kind limits is InvalidSpec with its path; the
-// operator's other controllers and the other operators run on.
-func TestKindLimitsRefuseController(t *testing.T) {
-	rt := NewRuntime(RuntimeOptions{Logger: logr.Discard(), KindLimits: controller.KindLimits{MaxTargets: 2}})
-	defer rt.Stop()
-	ctx := context.Background()
-	putWidget(t, rt, "w1", 10)
-	rt.Upsert(ctx, sweepOperator(t, 1, sweepAll+`    - name: wide
+const wideController = `    - name: wide
       sources: [{kind: Widget}]
       pipeline:
-        "@project": {metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}}
+        - [{"@inputs": [Widget]}, {"@project": {metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}}}, {"@output": A}]
+        - [{"@inputs": [Widget]}, {"@project": {metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}}}, {"@output": B}]
+        - [{"@inputs": [Widget]}, {"@project": {metadata: {name: "$.metadata.name", namespace: "$.metadata.namespace"}}}, {"@output": C}]
       targets: [{kind: A}, {kind: B}, {kind: C}]
-`))
-	waitViews(t, rt, "SizeView", "w1")
-	st, _ := rt.Status("sweep", 1)
-	if len(st.Controllers) != 2 {
-		t.Fatalf("status: %+v", st)
-	}
-	c := st.Controllers[1].Conditions[0]
-	if want := "spec.controllers[1].targets: Too many: 3: must have at most 2 targets (dctl --max-targets)"; c.Reason != ReasonInvalidSpec || c.Message != want {
-		t.Errorf("wide controller: %s %q, want InvalidSpec %q", c.Reason, c.Message, want)
-	}
-	if c := st.Controllers[0].Conditions[0]; c.Status != "True" {
-		t.Errorf("sizes controller: %+v", c)
+`
+
+// A controller over the kind limits is InvalidSpec with its path; the
+// operator's other controllers run on. Within the limits the same
+// controller runs.
+func TestKindLimitsRefuseController(t *testing.T) {
+	for _, lim := range []controller.KindLimits{{MaxTargets: 2}, {MaxViewKinds: 4}, {}} {
+		rt := NewRuntime(RuntimeOptions{Logger: logr.Discard(), KindLimits: lim})
+		ctx := context.Background()
+		putWidget(t, rt, "w1", 10)
+		rt.Upsert(ctx, sweepOperator(t, 1, sweepAll+wideController))
+		waitViews(t, rt, "SizeView", "w1")
+		st, _ := rt.Status("sweep", 1)
+		if len(st.Controllers) != 2 {
+			t.Fatalf("status: %+v", st)
+		}
+		if c := st.Controllers[0].Conditions[0]; c.Status != "True" {
+			t.Errorf("%+v: sizes controller: %+v", lim, c)
+		}
+		c := st.Controllers[1].Conditions[0]
+		want := map[controller.KindLimits]string{
+			{MaxTargets: 2}:   "spec.controllers[1].targets: Too many: 3: must have at most 2 targets (dctl --max-targets)",
+			{MaxViewKinds: 4}: `spec.controllers[1].targets[2].kind: view kind "C" would be the operator's view kind number 5, over the limit of 4 (dctl --max-view-kinds)`,
+		}[lim]
+		switch {
+		case want == "":
+			waitViews(t, rt, "C", "w1")
+		case c.Reason != ReasonInvalidSpec || c.Message != want:
+			t.Errorf("%+v: wide controller: %s %q, want InvalidSpec %q", lim, c.Reason, c.Message, want)
+		}
+		rt.Stop()
 	}
 }
