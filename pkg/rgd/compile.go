@@ -786,11 +786,29 @@ func (c *rgdCompiler) resourceBranch(n *Node) ([]any, error) {
 			}},
 		},
 	}
+	// An owner reference names an owner in the dependent's own namespace
+	// (or a cluster-scoped one): the garbage collector looks the owner up
+	// there and deletes a dependent whose owner it cannot find. So a
+	// resource in another namespace than the instance's, or a
+	// cluster-scoped one of a namespaced instance, gets no owner reference.
+	var ownerIf any = map[string]any{"@exists": instRoot + ".metadata.uid"}
+	objNS := any(nil)
+	if m, ok := obj.(map[string]any); ok {
+		if md, ok := m["metadata"].(map[string]any); ok {
+			objNS = md["namespace"]
+		}
+	}
+	switch {
+	case c.inst.Namespaced && !c.namespaced(gvk):
+		ownerIf = false
+	case c.inst.Namespaced && objNS != nil:
+		ownerIf = map[string]any{"@and": []any{ownerIf, map[string]any{"@eq": []any{objNS, instRoot + ".metadata.namespace"}}}}
+	}
 	stages = append(stages,
 		map[string]any{"@project": []any{
 			obj,
 			map[string]any{"metadata": meta},
-			map[string]any{"@cond": []any{map[string]any{"@exists": instRoot + ".metadata.uid"}, owner, map[string]any{}}},
+			map[string]any{"@cond": []any{ownerIf, owner, map[string]any{}}},
 		}},
 		map[string]any{"@output": n.ID})
 	return stages, nil

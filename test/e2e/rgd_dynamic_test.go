@@ -306,3 +306,50 @@ func TestRGDExternalRefLate(t *testing.T) {
 	f.want("configmaps", "r1-app", "{.data.level}", "info")
 	f.want("laterefs", "r1", "{.status.level}", "info")
 }
+
+const elsewhereRGD = `apiVersion: kro.run/v1alpha1
+kind: ResourceGraphDefinition
+metadata: {name: e2e-elsewhere}
+spec:
+  schema:
+    apiVersion: v1alpha1
+    kind: Elsewhere
+    group: e2e.dcontroller.io
+    spec:
+      target: string | required=true
+  resources:
+    - id: remote
+      template:
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: "${schema.metadata.name}-remote", namespace: "${schema.spec.target}"}
+        data: {from: "${schema.metadata.namespace}"}
+    - id: local
+      template:
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: "${schema.metadata.name}-local"}
+        data: {from: "${schema.metadata.namespace}"}
+`
+
+// TestRGDResourceInAnotherNamespace: a resource whose template names
+// another namespace than the instance's gets no owner reference (the
+// garbage collector would look the owner up in that namespace, not find
+// it, and delete the resource over and over); it stays, the instance is
+// ACTIVE, and deleting the instance still deletes it. A resource in the
+// instance's namespace keeps its owner reference.
+func TestRGDResourceInAnotherNamespace(t *testing.T) {
+	f := newRGDFixture(t, "e2e-rgd-here", "e2e-elsewhere", "elsewheres.e2e.dcontroller.io", elsewhereRGD)
+	mustKubectl(t, "", "create", "namespace", "e2e-rgd-there")
+	mustKubectl(t, "apiVersion: e2e.dcontroller.io/v1alpha1\nkind: Elsewhere\nmetadata: {name: e1, namespace: e2e-rgd-here}\nspec: {target: e2e-rgd-there}\n", "apply", "-f", "-")
+	there := &rgdFixture{t: t, ns: "e2e-rgd-there"}
+	there.want("configmaps", "e1-remote", "{.data.from},{.metadata.ownerReferences}", "e2e-rgd-here,")
+	f.want("configmaps", "e1-local", "{.metadata.ownerReferences[0].kind}", "Elsewhere")
+	f.want("elsewheres", "e1", "{.status.state}", "ACTIVE")
+	uid := there.get("configmaps", "e1-remote", "{.metadata.uid}")
+	there.holds(10*time.Second, "configmaps", "e1-remote", "{.metadata.uid}", uid)
+
+	mustKubectl(t, "", "-n", f.ns, "delete", "elsewheres", "e1")
+	there.wantNames("configmaps", "e1", "")
+	f.wantNames("configmaps", "e1", "")
+}
