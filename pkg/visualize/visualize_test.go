@@ -3,6 +3,7 @@ package visualize
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"os"
@@ -11,7 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/operator"
+	"github.com/dcontroller/dcontroller/pkg/rgd"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -23,9 +27,35 @@ func build(t *testing.T, file string) *Graph {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	ops, err := operator.DecodeOperators(f)
+	objs, err := operator.DecodeObjects(f)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A file may hold ResourceGraphDefinitions: each is drawn as the
+	// Operator it compiles to (rgd.Compile), as dctl visualize draws it.
+	var ops []*opv1a1.Operator
+	for _, obj := range objs {
+		b, err := obj.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obj.GetKind() == "ResourceGraphDefinition" {
+			r := &krov1a1.ResourceGraphDefinition{}
+			if err := json.Unmarshal(b, r); err != nil {
+				t.Fatal(err)
+			}
+			c, err := rgd.Compile(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops = append(ops, c.Operator)
+			continue
+		}
+		decoded, err := operator.DecodeOperators(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, decoded...)
 	}
 	g, err := Build(ops)
 	if err != nil {
