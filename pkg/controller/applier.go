@@ -37,7 +37,7 @@ func (t *Target) apply(ctx context.Context, key object.Key, desired map[string]a
 			if ok, err := t.appliedBefore(ctx, key); err != nil {
 				return false, err
 			} else if !ok {
-				return false, t.createRefusal(key, "", "has no metadata.managedFields entry of field manager "+FieldManager(t.c.opts.Operator))
+				return false, t.createRefusal(key, "", "has no metadata.managedFields entry of field manager "+t.c.fieldManager)
 			}
 		}
 		unchanged := func() bool {

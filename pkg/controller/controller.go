@@ -162,15 +162,20 @@ type Change struct {
 // (target.go). Its methods are safe for concurrent use; changes are
 // processed one batch at a time.
 type Controller struct {
-	mu      sync.Mutex // serializes batches (HandleBatch, Resync, RetryFailed, Start, restores)
-	smu     sync.Mutex // guards errs, counters, pipelineErr and refused
-	name    string
-	owner   string // Owner()
-	path    string
-	opts    Options
-	sources []Source
-	targets []*Target // in spec order
-	pipe    *pipeline.Pipeline
+	mu    sync.Mutex // serializes batches (HandleBatch, Resync, RetryFailed, Start, restores)
+	smu   sync.Mutex // guards errs, counters, pipelineErr and refused
+	name  string
+	owner string // Owner()
+	path  string
+	opts  Options
+	// fieldManager is FieldManager(opts.Operator), and fieldManagerValue
+	// the same as the value a write's context carries (WithFieldManager),
+	// made once rather than per write.
+	fieldManager      string
+	fieldManagerValue any
+	sources           []Source
+	targets           []*Target // in spec order
+	pipe              *pipeline.Pipeline
 
 	inputs []*inputIndex // per source: the documents fed so far
 
@@ -201,12 +206,14 @@ func New(spec opv1a1.Controller, opts Options) (*Controller, error) {
 	}
 	logOptions(spec, path, opts.Logger)
 	c := &Controller{
-		name:    spec.Name,
-		owner:   opts.Operator + "/" + spec.Name,
-		path:    path,
-		opts:    opts,
-		refused: map[refusal]error{},
+		name:         spec.Name,
+		owner:        opts.Operator + "/" + spec.Name,
+		fieldManager: FieldManager(opts.Operator),
+		path:         path,
+		opts:         opts,
+		refused:      map[refusal]error{},
 	}
+	c.fieldManagerValue = c.fieldManager
 	if len(spec.Sources) == 0 {
 		return nil, fmt.Errorf("%s.sources: at least one source is required", path)
 	}

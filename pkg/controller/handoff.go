@@ -200,7 +200,7 @@ func (t *Target) handedOff(ctx context.Context, key object.Key, existing *unstru
 			return out, nil
 		}
 	}
-	others, ours := ownedBy(live.Object, t.pol.external, FieldManager(t.c.opts.Operator))
+	others, ours := ownedBy(live.Object, t.pol.external, t.c.fieldManager)
 	memo.handed = append([]bool(nil), memo.handed...)
 	for i := range n {
 		if check[i] && !out[i] && others[i] && !ours[i] {

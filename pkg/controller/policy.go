@@ -111,7 +111,7 @@ func FieldManagerFrom(ctx context.Context) string {
 
 // writeContext is ctx with the target's field manager.
 func (t *Target) writeContext(ctx context.Context) context.Context {
-	return WithFieldManager(ctx, FieldManager(t.c.opts.Operator))
+	return context.WithValue(ctx, fieldManagerKey{}, t.c.fieldManagerValue)
 }
 
 // LiveReader is implemented by a Client whose Get may serve an informer
@@ -196,7 +196,7 @@ func (t *Target) orphanApplied(ctx context.Context, key object.Key) (bool, error
 	if err != nil || live == nil {
 		return false, err
 	}
-	mine := FieldManager(t.c.opts.Operator)
+	mine := t.c.fieldManager
 	entries, _, _ := unstructured.NestedSlice(live.Object, "metadata", "managedFields")
 	kept := make([]any, 0, len(entries))
 	for _, e := range entries {
@@ -333,7 +333,7 @@ func (t *Target) appliedBefore(ctx context.Context, key object.Key) (bool, error
 	if err != nil || live == nil {
 		return false, err
 	}
-	mine := FieldManager(t.c.opts.Operator)
+	mine := t.c.fieldManager
 	entries, _, _ := unstructured.NestedSlice(live.Object, "metadata", "managedFields")
 	return slices.ContainsFunc(entries, func(e any) bool {
 		m, _ := e.(map[string]any)

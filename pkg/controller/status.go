@@ -221,7 +221,7 @@ func (t *Target) sendPatch(ctx context.Context, key object.Key, existing, full m
 // it releases what the field manager owned (the status only when prev had
 // one). It reports whether a call was made.
 func (t *Target) applyParts(ctx context.Context, existing *unstructured.Unstructured, obj *unstructured.Unstructured, prev map[string]any, release bool) (bool, error) {
-	fm := FieldManager(t.c.opts.Operator)
+	fm := t.c.fieldManager
 	if !t.Status {
 		if err := t.call(ctx, "apply", func() error { return t.client.Apply(ctx, obj, fm) }); err != nil {
 			return false, err
