@@ -11,9 +11,10 @@
 #   DCTL=<path>   the dctl to run (default: built from this tree)
 #   TIMEOUT=<s>   how long each check waits (default: 60)
 #
-# A manual tool, not part of `make test`: it needs a checkout of another
-# repository, and starts its own control plane (hack/local-cluster.sh, from
-# bin/k8s) with the project's CRDs and one `dctl start`. Exit status: 0 when
+# `make test` runs it (test/compat TestKroExamples) on the examples of the
+# kro Go module, fetched into the module cache. It starts its own control
+# plane (hack/local-cluster.sh, from bin/k8s) with the project's CRDs and one
+# `dctl start`. Exit status: 0 when
 # every case gives its expected results, 1 otherwise, 2 on a usage error.
 #
 # Each case is a file test/compat/kro/<example>/steps, one step a line
@@ -27,6 +28,9 @@
 #   absent KIND NAME SECONDS       the object does not appear for SECONDS
 #   pods-ready SELECTOR            mark the Pods SELECTOR selects Ready through
 #                                  their status subresource (no kubelet runs)
+#   pods-succeeded SELECTOR        mark the Pods SELECTOR selects Succeeded (a
+#                                  Job's Pods: the Job controller then
+#                                  completes the Job)
 #   namespace NS                   the namespace of the steps after it
 #                                  (default: default)
 #   apply-error PATH TEXT          kubectl apply -f PATH fails with TEXT in
@@ -160,15 +164,19 @@ for name in "${names[@]}"; do
         sleep 1
       done
       ;;
-    pods-ready)
+    pods-ready | pods-succeeded)
       pods() { [[ -n $(k -n "$ns" get pods -l "$a1" -o name) ]]; }
       if ! wait_for "pods $a1" pods; then
         ok=0
         break
       fi
+      if [[ $op == pods-ready ]]; then
+        status='{"status":{"conditions":[{"type":"Initialized","status":"True"},{"type":"Ready","status":"True"}]}}'
+      else
+        status='{"status":{"phase":"Succeeded"}}'
+      fi
       for p in $(k -n "$ns" get pods -l "$a1" -o name); do
-        k -n "$ns" patch "$p" --subresource=status --type=merge \
-          -p '{"status":{"conditions":[{"type":"Initialized","status":"True"},{"type":"Ready","status":"True"}]}}' >/dev/null
+        k -n "$ns" patch "$p" --subresource=status --type=merge -p "$status" >/dev/null
       done
       ;;
     *)

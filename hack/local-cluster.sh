@@ -19,8 +19,8 @@
 # sense without nodes (KCM_CONTROLLERS below): the garbage collector (objects
 # whose owners are gone are deleted, as ownerReferences promise), the
 # namespace controller (a deleted namespace is emptied and goes away), the
-# Deployment and ReplicaSet controllers (their Pods stay Pending: nothing
-# schedules them), and the ServiceAccount and token controllers (the default
+# Deployment, ReplicaSet and Job controllers (their Pods stay Pending: nothing
+# schedules them; a script may mark them Ready or Succeeded itself), and the ServiceAccount and token controllers (the default
 # ServiceAccount of each namespace). It uses its own credentials (a token in
 # the group system:masters), not per-controller ServiceAccounts. Logs are in
 # DIR/{etcd,kube-apiserver,kube-controller-manager}.log.
@@ -33,7 +33,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${KUBE_BIN_DIR:-$ROOT/bin/k8s}"
 # The controllers kube-controller-manager runs (its --controllers).
-KCM_CONTROLLERS=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,serviceaccount-controller,serviceaccount-token-controller
+KCM_CONTROLLERS=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,job-controller,serviceaccount-controller,serviceaccount-token-controller
 
 usage() {
   awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'

@@ -239,7 +239,7 @@ func TestLocalClusterControllerManager(t *testing.T) {
 	needKubeBinaries(t)
 	dir := startLocalCluster(t, nil)
 	status, code := localCluster(t, nil, "status", dir)
-	const controllers = "garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,serviceaccount-controller,serviceaccount-token-controller"
+	const controllers = "garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,job-controller,serviceaccount-controller,serviceaccount-token-controller"
 	if code != 0 || !strings.Contains(status, "\nkube-controller-manager: running on https://127.0.0.1:") ||
 		!strings.Contains(status, "(controllers: "+controllers+")") {
 		t.Fatalf("status: exit %d: %s", code, status)

@@ -22,7 +22,7 @@ import (
 // make sense without nodes. The garbage collector deletes objects whose
 // owners are gone and carries out foreground deletion; the namespace
 // controller empties a deleted namespace and removes it.
-const kcmControllers = "garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller," +
+const kcmControllers = "garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,job-controller," +
 	"serviceaccount-controller,serviceaccount-token-controller"
 
 // controllerManager is a kube-controller-manager process (bin/k8s) run
