@@ -2,8 +2,10 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+	apistorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/apiserver/pkg/util/dryrun"
 
@@ -135,22 +138,120 @@ func (s *storage) selection(ctx context.Context, opts *metainternalversion.ListO
 	return sel
 }
 
-// List returns the selected objects as a <Kind>List with the store's
-// resourceVersion. The list is always complete and current: limit is
-// ignored (as the Kubernetes watch cache does), and resourceVersionMatch=Exact
-// for an older version fails with 410 Gone.
+// List returns the selected objects as a <Kind>List, in pages when the
+// client sets limit, as kube-apiserver serves a list from etcd (API
+// conventions, "chunked lists"): a page holds at most limit objects sorted
+// by namespace and name, and when more follow, metadata.continue is a token
+// (k8s.io/apiserver's encoding: the page's resourceVersion and the key after
+// its last object) and metadata.remainingItemCount their number (left unset
+// with a label or field selector, as ListMeta documents). Every page of one
+// list shows the store as it was at the first page's resourceVersion,
+// rebuilt from the watch history (view.Store.SelectPage). Selectors apply
+// before the limit.
+//
+// Versions, as k8s.io/apiserver's storage.ValidateListOptions: no
+// resourceVersion, "0" or NotOlderThan lists the current state;
+// resourceVersionMatch=Exact, or a resourceVersion with a limit and no
+// match, lists that version. Errors: 400 BadRequest for a continue token
+// that does not decode (or belongs to another scope), for resourceVersion
+// together with continue, and for a resourceVersion that is not a number;
+// 410 Gone (Expired) when the history no longer reaches back to the version
+// asked for, and for a continue token, the 410 carries a token that continues
+// from the same key at the current state (an inconsistent list), as
+// kube-apiserver does when etcd compacted the token's version.
 func (s *storage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
-	items, rv := s.store.Select(s.res.gvk, s.selection(ctx, opts))
-	if opts != nil && opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && opts.ResourceVersion != rv {
-		return nil, apierrors.NewResourceExpired(fmt.Sprintf("resourceVersion %s is not the current one (%s); an in-memory store keeps no snapshots", opts.ResourceVersion, rv))
+	po := view.PageOptions{ListOptions: s.selection(ctx, opts)}
+	prefix := "/"
+	if po.Namespace != "" {
+		prefix = "/" + po.Namespace + "/"
+	}
+	var continueKey string
+	if opts != nil {
+		po.Limit = opts.Limit
+		switch {
+		case opts.Continue != "":
+			key, rv, err := apistorage.DecodeContinue(opts.Continue, prefix)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
+			}
+			if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+				return nil, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+			}
+			start, err := s.startKey(po.Namespace, strings.TrimPrefix(key, prefix))
+			if err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
+			}
+			po.Start, continueKey = &start, key
+			if rv > 0 { // -1: continue at the current state
+				po.ResourceVersion = rv
+			}
+		case opts.ResourceVersion != "":
+			rv, err := strconv.ParseUint(opts.ResourceVersion, 10, 63)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %v", err))
+			}
+			if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact ||
+				(opts.ResourceVersionMatch == "" && opts.Limit > 0 && rv > 0) {
+				po.ResourceVersion = int64(rv)
+			}
+		}
+	}
+	page, err := s.store.SelectPage(s.res.gvk, po)
+	if errors.Is(err, view.ErrSnapshotExpired) {
+		if continueKey == "" {
+			return nil, apierrors.NewResourceExpired(fmt.Sprintf("The resourceVersion for the provided list is too old: %v", err))
+		}
+		st := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. " +
+			"You can start a new list without the continue parameter, or use the continue token in this response to " +
+			"retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - " +
+			"objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+		if tok, err := apistorage.EncodeContinue(continueKey, prefix, -1); err == nil {
+			st.ErrStatus.ListMeta.Continue = tok
+		}
+		return nil, st
+	}
+	if err != nil {
+		return nil, err
 	}
 	l := s.NewList().(*unstructured.UnstructuredList)
-	l.SetResourceVersion(rv)
-	l.Items = make([]unstructured.Unstructured, len(items))
-	for i, it := range items {
+	l.SetResourceVersion(strconv.FormatInt(page.ResourceVersion, 10))
+	l.Items = make([]unstructured.Unstructured, len(page.Items))
+	for i, it := range page.Items {
 		l.Items[i] = *it
 	}
+	if page.More && len(page.Items) > 0 {
+		last := page.Items[len(page.Items)-1]
+		next := last.GetName() + "\x00"
+		if po.Namespace == "" && s.res.namespaced {
+			next = last.GetNamespace() + "/" + next
+		}
+		tok, err := apistorage.EncodeContinue(prefix+next, prefix, page.ResourceVersion)
+		if err != nil {
+			return nil, err
+		}
+		l.SetContinue(tok)
+		if (po.Labels == nil || po.Labels.Empty()) && (po.Fields == nil || po.Fields.Empty()) {
+			l.SetRemainingItemCount(&page.Remaining)
+		}
+	}
 	return l, nil
+}
+
+// startKey is the store key a continue token's start key names: "name" in
+// a namespace or for a cluster-scoped kind, "namespace/name" across
+// namespaces. Names and namespaces hold no "/" (they are path segments).
+func (s *storage) startKey(namespace, start string) (object.Key, error) {
+	if !s.res.namespaced || namespace != "" {
+		if start == "" || strings.Contains(start, "/") {
+			return object.Key{}, fmt.Errorf("start key %q is not a name", start)
+		}
+		return object.Key{Namespace: namespace, Name: start}, nil
+	}
+	ns, name, ok := strings.Cut(start, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return object.Key{}, fmt.Errorf("start key %q is not namespace/name", start)
+	}
+	return object.Key{Namespace: ns, Name: name}, nil
 }
 
 // Watch streams the changes of the selected objects (see view.WatchOptions

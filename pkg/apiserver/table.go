@@ -39,6 +39,7 @@ func (s *storage) ConvertToTable(_ context.Context, obj runtime.Object, tableOpt
 	case *unstructured.UnstructuredList:
 		table.ResourceVersion = t.GetResourceVersion()
 		table.Continue = t.GetContinue()
+		table.RemainingItemCount = t.GetRemainingItemCount()
 		table.Rows = make([]metav1.TableRow, 0, len(t.Items))
 		for i := range t.Items {
 			table.Rows = append(table.Rows, row(&t.Items[i]))

@@ -30,6 +30,10 @@ const DefaultWatchQueueLimit = 1 << 16
 // for a deletion, with the deletion's resourceVersion), never modified after
 // being recorded; oldLabels the labels of the state before an update, all a
 // watcher needs of it to see the object move in or out of its selection.
+// old is the state the change replaced (nil for an addition), from which
+// SelectPage rebuilds an older snapshot; it is the previous entry's obj
+// when the object changed before within the history, so it costs memory
+// only for the oldest entry of each object.
 // size is sizeOf(obj), at the time of the change. enc is the change's
 // Encodings while a watcher holds it.
 type historyEntry struct {
@@ -38,6 +42,7 @@ type historyEntry struct {
 	gvk       schema.GroupVersionKind
 	obj       *unstructured.Unstructured
 	oldLabels map[string]string
+	old       *unstructured.Unstructured
 	size      int64
 	at        time.Time
 	enc       weak.Pointer[Encodings]
@@ -162,7 +167,8 @@ func (s *Store) resetExpiry() {
 // record appends a committed change to the history and queues it for the
 // watchers of its kind, in resourceVersion order. Called with s.mu held for
 // writing, after s.rv was incremented for the change. old is the state
-// before an update (nil otherwise); only its labels are kept.
+// the change replaced: before an update, the last state of a deletion, nil
+// for an addition.
 func (s *Store) record(typ EventType, gvk schema.GroupVersionKind, obj, old *unstructured.Unstructured) {
 	if typ == Deleted {
 		// As in Kubernetes, a deletion event carries the deletion's version:
@@ -178,6 +184,9 @@ func (s *Store) record(typ EventType, gvk schema.GroupVersionKind, obj, old *uns
 	e := historyEntry{rv: s.rv, typ: typ, gvk: gvk, obj: obj, size: sizeOf(obj.Object), at: time.Now()}
 	if typ == Modified && old != nil {
 		e.oldLabels = old.GetLabels()
+	}
+	if typ != Added {
+		e.old = old
 	}
 	var enc *Encodings
 	if len(s.watchers[gvk]) > 0 {
