@@ -396,7 +396,7 @@ func TestWrites(t *testing.T) {
 		{"subresource", "GET", coll + "/a/status", "", "", 404, ""},
 		{"cluster-wide get", "GET", base + "/apis/op.view.dcontroller.io/v1alpha1/summaries/a", "", "", 404, ""},
 		{"unknown field selector", "GET", coll + "?fieldSelector=spec.n%3D1", "", "", 400, "field label not supported"},
-		{"exact list of an old version", "GET", coll + "?resourceVersion=1&resourceVersionMatch=Exact", "", "", 410, "Expired"},
+		{"exact list of a version newer than the store", "GET", coll + "?resourceVersion=999999&resourceVersionMatch=Exact", "", "", 410, "Expired"},
 	}
 	for _, c := range cases {
 		code, body := do(t, c.method, c.url, c.ct, c.body)
