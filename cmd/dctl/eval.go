@@ -36,8 +36,10 @@ func newEvalCommand() *cobra.Command {
 		Long: `eval runs every controller of the given operators against an in-memory store,
 without a cluster. The input files are YAML (or JSON) streams of Kubernetes
 objects; they are applied in order, each as a creation or, when the object
-already exists, an update (a deletion when it has metadata.deletionTimestamp;
-deleting an object no earlier input creates is an input error).
+already exists, an update (a deletion when it has metadata.deletionTimestamp
+and no metadata.finalizers; deleting an object no earlier input creates is
+an input error; with finalizers it is an update, the object being deleted
+as the API server keeps it until they are removed).
 Then every controller runs on all these changes at once, as a manager's first
 list reaches it, until nothing changes any more (controllers chained through
 views included). With --trace the inputs are run one at a time instead, so
@@ -197,7 +199,7 @@ func checkDeletions(inputs []*unstructured.Unstructured, where []string) error {
 	live := map[id]bool{}
 	for i, obj := range inputs {
 		k := id{obj.GroupVersionKind(), object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
-		if obj.GetDeletionTimestamp() == nil {
+		if obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
 			live[k] = true
 			continue
 		}

@@ -230,7 +230,9 @@ func (o *Offline) Resync(ctx context.Context) error {
 // (joined) but do not stop the run.
 //
 // An object with metadata.deletionTimestamp set is deleted instead (it is an
-// error when it does not exist), so an input file can express a deletion.
+// error when it does not exist), so an input file can express a deletion;
+// one that also has metadata.finalizers is stored as it is, as the API
+// server keeps an object being deleted until its finalizers are removed.
 func (o *Offline) Apply(ctx context.Context, obj *unstructured.Unstructured) error {
 	if err := o.store(obj); err != nil {
 		return err
@@ -257,13 +259,13 @@ func (o *Offline) ApplyAll(ctx context.Context, objs []*unstructured.Unstructure
 }
 
 // store writes obj into the store (a deletion when it has a
-// deletionTimestamp) without running the controllers.
+// deletionTimestamp and no finalizers) without running the controllers.
 func (o *Offline) store(obj *unstructured.Unstructured) error {
 	key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
 		return err
 	}
-	if obj.GetDeletionTimestamp() != nil {
+	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
 		return o.Store.Delete(obj.GroupVersionKind(), key)
 	}
 	in := obj.DeepCopy()

@@ -205,6 +205,91 @@ type rgdCompiler struct {
 	in    GraphInput
 	kinds map[string]*kindSource // by kind
 	order []string               // kinds in order of first use
+	// dependents are, by resource id, the template resources whose
+	// templates read it (see dependents).
+	dependents map[string][]*Node
+}
+
+// deletingStream is the stream of the keys of the instances being deleted
+// (metadata.deletionTimestamp set): {"instance": {"name", "namespace"}}.
+const deletingStream = "deleting_instances"
+
+// held is the stream of the instances being deleted whose resource id
+// still exists and is still read by an existing dependent: {"instance":
+// key} (and "indexes": the kro.run/collection-index labels of the existing
+// items, for a collection).
+func held(id string) string { return "held_" + id }
+
+// dependents returns, by resource id, the template resources (never an
+// externalRef: it is not deleted, so it would hold its dependencies
+// forever) that depend on it, for the template resources only (an
+// externalRef is never deleted). Ids no template depends on are absent.
+func dependents(g *Graph) map[string][]*Node {
+	out := map[string][]*Node{}
+	for _, n := range g.Nodes {
+		if n.External {
+			continue
+		}
+		for _, d := range n.DependsOn {
+			if dn := g.Node(d); dn != nil && !dn.External {
+				out[d] = append(out[d], n)
+			}
+		}
+	}
+	return out
+}
+
+// deletingBranch makes deletingStream: the key of each instance with a
+// deletionTimestamp (only the key, so that the held branches do not run
+// again on the instance's other changes).
+func (c *rgdCompiler) deletingBranch() []any {
+	return []any{
+		map[string]any{"@inputs": []any{c.inst.Kind}},
+		map[string]any{"@select": map[string]any{"@exists": "$.metadata.deletionTimestamp"}},
+		map[string]any{"@project": map[string]any{"instance": c.instanceKey("$")}},
+		map[string]any{"@output": deletingStream},
+	}
+}
+
+// heldBranch makes held(n.ID), the deletion order: while an instance is
+// being deleted, its resource n is kept (still produced) as long as it
+// exists and some resource that depends on it exists (in the observed
+// state, so one with its own finalizers holds n until it is gone). This
+// is kro's rule that dependents are deleted before their dependencies;
+// a resource nothing depends on goes at once.
+func (c *rgdCompiler) heldBranch(n *Node) []any {
+	ds := c.dependents[n.ID]
+	inputs := []any{deletingStream, observed(n.ID)}
+	var conds, soft, exists []any
+	eq := func(id string) {
+		r := "$." + observed(id) + ".instance"
+		conds = append(conds, map[string]any{"@eq": []any{r + ".name", "$." + deletingStream + ".instance.name"}})
+		if c.inst.Namespaced {
+			conds = append(conds, map[string]any{"@eq": []any{r + ".namespace", "$." + deletingStream + ".instance.namespace"}})
+		}
+	}
+	eq(n.ID)
+	for _, d := range ds {
+		inputs = append(inputs, observed(d.ID))
+		eq(d.ID)
+		soft = append(soft, observed(d.ID))
+		exists = append(exists, map[string]any{"@exists": "$." + observed(d.ID)})
+	}
+	out := map[string]any{"instance": "$." + deletingStream + ".instance"}
+	if n.Collection {
+		out["indexes"] = map[string]any{"@cel": map[string]any{
+			"expr":    fmt.Sprintf("items.map(x, x.metadata.labels[%q])", LabelCollectionIndex),
+			"vars":    map[string]any{"items": map[string]any{"@definedOr": []any{"$." + observed(n.ID) + ".items", []any{}}}},
+			"library": "kro",
+		}}
+	}
+	return []any{
+		map[string]any{"@inputs": inputs},
+		map[string]any{"@join": []any{map[string]any{"@and": conds}, map[string]any{"soft": soft}}},
+		map[string]any{"@select": map[string]any{"@or": exists}},
+		map[string]any{"@project": out},
+		map[string]any{"@output": held(n.ID)},
+	}
 }
 
 // observed is the stream of a resource's observed objects, one document
@@ -276,6 +361,10 @@ func (c *rgdCompiler) controller() (*opv1a1.Controller, error) {
 	}
 	var branches []any
 	var targets []opv1a1.Target
+	c.dependents = dependents(c.g)
+	if len(c.dependents) > 0 {
+		branches = append(branches, c.deletingBranch())
+	}
 	for _, id := range c.g.Order {
 		n := c.g.Node(id)
 		obs, err := c.observedBranches(n)
@@ -285,6 +374,9 @@ func (c *rgdCompiler) controller() (*opv1a1.Controller, error) {
 		branches = append(branches, obs...)
 		if n.External {
 			continue
+		}
+		if len(c.dependents[n.ID]) > 0 {
+			branches = append(branches, c.heldBranch(n))
 		}
 		b, err := c.resourceBranch(n)
 		if err != nil {
@@ -657,20 +749,30 @@ func (c *rgdCompiler) resourceBranch(n *Node) ([]any, error) {
 	for _, d := range deps {
 		inputs = append(inputs, observed(d.ID))
 	}
+	hasHeld := len(c.dependents[n.ID]) > 0
+	if hasHeld {
+		inputs = append(inputs, held(n.ID))
+	}
 	stages := []any{map[string]any{"@inputs": inputs}}
-	compound := len(deps) > 0
+	compound := len(inputs) > 1
 	if compound {
 		var conds []any
 		var soft []any
-		for _, d := range deps {
-			r := "$." + observed(d.ID) + ".instance"
+		eq := func(r string) {
 			conds = append(conds, map[string]any{"@eq": []any{r + ".name", "$." + ik + ".metadata.name"}})
 			if c.inst.Namespaced {
 				conds = append(conds, map[string]any{"@eq": []any{r + ".namespace", "$." + ik + ".metadata.namespace"}})
 			}
+		}
+		for _, d := range deps {
+			eq("$." + observed(d.ID) + ".instance")
 			if d.Collection {
 				soft = append(soft, observed(d.ID))
 			}
+		}
+		if hasHeld {
+			eq("$." + held(n.ID) + ".instance")
+			soft = append(soft, held(n.ID))
 		}
 		var join any = map[string]any{"@and": conds}
 		if len(soft) > 0 {
@@ -679,6 +781,18 @@ func (c *rgdCompiler) resourceBranch(n *Node) ([]any, error) {
 		stages = append(stages, map[string]any{"@join": join})
 	}
 	b := c.binding("$", compound, deps)
+	// Deletion: while the instance has a deletionTimestamp, the resource
+	// is produced only while held (it exists and an existing resource
+	// depends on it), so the Updater deletes the dependents first and
+	// creates nothing new.
+	deleting := map[string]any{"@exists": b.vars[SchemaVar].(string) + ".metadata.deletionTimestamp"}
+	if !n.Collection {
+		var keep any = map[string]any{"@not": deleting}
+		if hasHeld {
+			keep = map[string]any{"@or": []any{keep, map[string]any{"@exists": "$." + held(n.ID)}}}
+		}
+		stages = append(stages, map[string]any{"@select": keep})
+	}
 	// Gate: the dependencies are ready, the resource is included.
 	var gate []string
 	var gateX []*Expression
@@ -701,7 +815,8 @@ func (c *rgdCompiler) resourceBranch(n *Node) ([]any, error) {
 		if err != nil {
 			return nil, errorf(n.Path, "%v", err)
 		}
-		stages = append(stages, map[string]any{"@select": call})
+		// A held resource stays while its dependencies' readiness changes.
+		stages = append(stages, map[string]any{"@select": map[string]any{"@or": []any{deleting, call}}})
 	}
 	root := "$"
 	if len(n.ForEach) > 0 {
@@ -723,6 +838,17 @@ func (c *rgdCompiler) resourceBranch(n *Node) ([]any, error) {
 		for _, it := range n.ForEach {
 			b.vars[it.Name] = "$.items.item." + it.Name
 		}
+		// Deletion of a collection: only the items that exist are held.
+		deletingItem := map[string]any{"@exists": b.vars[SchemaVar].(string) + ".metadata.deletionTimestamp"}
+		var keep any = map[string]any{"@not": deletingItem}
+		if hasHeld {
+			keep = map[string]any{"@or": []any{keep, map[string]any{"@cel": map[string]any{
+				"expr":    "held != null && string(index) in held.indexes",
+				"vars":    map[string]any{"held": root + "." + held(n.ID), "index": "$.items.index"},
+				"library": "kro",
+			}}}}
+		}
+		stages = append(stages, map[string]any{"@select": keep})
 	}
 	// Guard: every expression of the template resolves (kro waits for data
 	// that is not there yet).
@@ -942,18 +1068,30 @@ func (c *rgdCompiler) statusBranch() ([]any, error) {
 	cond := func(typ string, status any, reason any, msg any) map[string]any {
 		return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg, "observedGeneration": gen}
 	}
-	status["state"] = map[string]any{"@cond": []any{isReady, string(krov1a1.InstanceStateActive), string(krov1a1.InstanceStateInProgress)}}
+	// While the instance is being deleted, kro's state DELETING, and
+	// ResourcesReady (so Ready) Unknown, UnderDeletion, naming what is
+	// left.
+	deleting := map[string]any{"@exists": instRoot + ".metadata.deletionTimestamp"}
+	left, err := b.celCall(remainingSrc(c.g), templateIDs(c.g))
+	if err != nil {
+		return nil, errorf("spec.resources", "%v", err)
+	}
+	either := func(whenDeleting, otherwise any) any {
+		return map[string]any{"@cond": []any{deleting, whenDeleting, otherwise}}
+	}
+	status["state"] = either(string(krov1a1.InstanceStateDeleting),
+		map[string]any{"@cond": []any{isReady, string(krov1a1.InstanceStateActive), string(krov1a1.InstanceStateInProgress)}})
 	status["conditions"] = []any{
 		cond(string(krov1a1.InstanceConditionInstanceManaged), "True", "Managed", "the instance's resources carry its labels and owner reference"),
 		cond(string(krov1a1.InstanceConditionGraphResolved), "True", "Resolved", "the resource graph is compiled"),
 		cond(string(krov1a1.InstanceConditionResourcesReady),
-			map[string]any{"@cond": []any{isReady, "True", "False"}},
-			map[string]any{"@cond": []any{isReady, "AllResourcesReady", "NotReady"}},
-			map[string]any{"@cond": []any{isReady, "every included resource exists and is ready", "waiting for resources to exist and be ready"}}),
+			either("Unknown", map[string]any{"@cond": []any{isReady, "True", "False"}}),
+			either(ReasonUnderDeletion, map[string]any{"@cond": []any{isReady, "AllResourcesReady", "NotReady"}}),
+			either(left, map[string]any{"@cond": []any{isReady, "every included resource exists and is ready", "waiting for resources to exist and be ready"}})),
 		cond(string(krov1a1.InstanceConditionReady),
-			map[string]any{"@cond": []any{isReady, "True", "False"}},
-			map[string]any{"@cond": []any{isReady, "Ready", "NotReady"}},
-			""),
+			either("Unknown", map[string]any{"@cond": []any{isReady, "True", "False"}}),
+			either(ReasonUnderDeletion, map[string]any{"@cond": []any{isReady, "Ready", "NotReady"}}),
+			either(left, "")),
 	}
 	meta := map[string]any{"name": instRoot + ".metadata.name"}
 	if c.inst.Namespaced {
@@ -963,6 +1101,45 @@ func (c *rgdCompiler) statusBranch() ([]any, error) {
 		map[string]any{"@project": map[string]any{"metadata": meta, "status": status}},
 		map[string]any{"@output": ik})
 	return stages, nil
+}
+
+// ReasonUnderDeletion is the reason of an instance's ResourcesReady and
+// Ready conditions (status Unknown) while it is being deleted (kro's).
+const ReasonUnderDeletion = "UnderDeletion"
+
+// templateIDs are the ids of the template resources.
+func templateIDs(g *Graph) []string {
+	var out []string
+	for _, n := range g.Nodes {
+		if !n.External {
+			out = append(out, n.ID)
+		}
+	}
+	return out
+}
+
+// remainingSrc is the CEL message of a deleting instance: the template
+// resources that still exist, dependents first (reverse topological
+// order), each with the finalizers that hold it, or that all are gone.
+func remainingSrc(g *Graph) string {
+	var parts []string
+	for i := len(g.Order) - 1; i >= 0; i-- {
+		n := g.Node(g.Order[i])
+		if n.External {
+			continue
+		}
+		if n.Collection {
+			parts = append(parts, fmt.Sprintf(
+				`(size(%[1]s) == 0 ? [] : [%[1]q + " (" + string(size(%[1]s)) + " items" + (%[1]s.exists(x, has(x.metadata.finalizers) && size(x.metadata.finalizers) > 0) ? ", held by finalizers" : "") + ")"])`, n.ID))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf(
+			`(%[1]s == null ? [] : [%[1]q + (has(%[1]s.metadata.finalizers) && size(%[1]s.metadata.finalizers) > 0 ? " (finalizers: " + %[1]s.metadata.finalizers.join(", ") + ")" : "")])`, n.ID))
+	}
+	if len(parts) == 0 {
+		return `"deleting: the graph has no resources to delete"`
+	}
+	return fmt.Sprintf(`cel.bind(left, %s, size(left) == 0 ? "every resource is deleted" : "deleting resources, dependents first; remaining: " + left.join(", "))`, strings.Join(parts, " + "))
 }
 
 // maxReadySource bounds the CEL text of the graph's readiness.
@@ -1041,3 +1218,8 @@ func DecodeRGD(raw []byte) (*krov1a1.ResourceGraphDefinition, error) {
 	}
 	return &r, nil
 }
+
+// InstanceFinalizer is the finalizer the runtime keeps on each instance
+// of a running RGD until none of its resources remain (kro's name, the
+// same as its RGD finalizer), so that the deletion order is seen through.
+const InstanceFinalizer = "kro.run/finalizer"

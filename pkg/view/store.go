@@ -221,7 +221,9 @@ func (s *Store) Update(obj *unstructured.Unstructured) (*unstructured.Unstructur
 				fmt.Errorf("metadata.uid %s does not match the stored object's uid %s", uid, old.GetUID()))
 		}
 	}
-	if object.Equal(object.StripServerFields(old.Object), object.StripServerFields(obj.Object)) {
+	// A deletionTimestamp that appears is a change (an object being
+	// deleted), as the API server sends it.
+	if sameDeletion(old, obj) && object.Equal(object.StripServerFields(old.Object), object.StripServerFields(obj.Object)) {
 		out := old.DeepCopy()
 		s.mu.Unlock()
 		return out, nil
@@ -262,4 +264,9 @@ func specChanged(a, b map[string]any) bool {
 func (s *Store) Delete(gvk schema.GroupVersionKind, key object.Key) error {
 	_, err := s.DeleteIf(gvk, key, Preconditions{})
 	return err
+}
+
+// sameDeletion reports whether both objects are being deleted or neither.
+func sameDeletion(a, b *unstructured.Unstructured) bool {
+	return (a.GetDeletionTimestamp() == nil) == (b.GetDeletionTimestamp() == nil)
 }
