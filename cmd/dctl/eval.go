@@ -102,64 +102,14 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		// Invalid inputs are refused before anything runs, as an API
-		// server refuses them (exit status 1).
-		for j, obj := range objs {
-			if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
-				return fmt.Errorf("%s: object %d: %w", f, j+1, err)
-			}
-		}
 		inputs = append(inputs, objs...)
 		for j := range objs {
 			where = append(where, fmt.Sprintf("%s: object %d", f, j+1))
 		}
 	}
-	if err := checkDeletions(inputs, where); err != nil {
-		return err
-	}
-	opts := operator.OfflineOptions{Versions: map[string]string{},
-		MaxDeltaEntries: o.limits.maxDeltaEntries, MaxObjectBytes: o.limits.maxObjectBytes, EvalLimits: o.limits.evalLimits(),
-		StatusSubresource: operator.InputStatusSubresource(inputs)}
-	// A kind's version is its inputs' version, else the storage version of
-	// its CustomResourceDefinition among the inputs.
-	for gk, v := range operator.InputCRDVersions(inputs) {
-		opts.Versions[gk] = v
-	}
-	for _, obj := range inputs {
-		gvk := obj.GroupVersionKind()
-		opts.Versions[gvk.Group+"/"+gvk.Kind] = gvk.Version
-	}
-	if o.trace {
-		// A header per controller: the dialect its expressions run in.
-		for _, op := range ops {
-			for _, c := range op.Spec.Controllers {
-				fmt.Fprintf(stderr, "%s/%s dialect %s\n", op.Name, c.Name, controller.DialectOf(c))
-			}
-		}
-		opts.Trace = func(op, ctrl, stage string, delta *dbsp.ZSet) {
-			for _, e := range delta.Entries() {
-				b, _ := json.Marshal(e.Doc)
-				fmt.Fprintf(stderr, "%s/%s %s %+d %s\n", op, ctrl, stage, e.Weight, b)
-			}
-		}
-	}
-	off, err := operator.NewOffline(ops, opts)
+	off, runErrs, err := evaluate(ctx, ops, inputs, where, o.limits, o.trace, stderr)
 	if err != nil {
 		return err
-	}
-	var runErrs []error
-	if err := off.Start(ctx); err != nil {
-		runErrs = append(runErrs, err)
-	}
-	if o.trace {
-		// One input at a time, so the trace shows each input's own deltas.
-		for _, obj := range inputs {
-			if err := off.Apply(ctx, obj); err != nil {
-				runErrs = append(runErrs, err)
-			}
-		}
-	} else if err := off.ApplyAll(ctx, inputs); err != nil {
-		runErrs = append(runErrs, err)
 	}
 	if err := writeObjects(stdout, o.output, off.Result()); err != nil {
 		return err
@@ -184,6 +134,69 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 		return &exitError{code: 2, err: fmt.Errorf("%d error(s) while running the controllers", n)}
 	}
 	return nil
+}
+
+// evaluate runs ops offline on inputs as dctl eval does (dctl test runs
+// every step through it too): inputs are checked as an API server checks
+// them (where[i] names inputs[i] in the message), applied in order (one at
+// a time with trace, when each delta is printed to stderr), and the
+// controllers run to a fixed point. err is an invalid operator or input,
+// found before anything runs; runErrs are the errors the controllers
+// reported while running. The final state is the returned run's Result.
+func evaluate(ctx context.Context, ops []*opv1a1.Operator, inputs []*unstructured.Unstructured, where []string,
+	limits limitFlags, trace bool, stderr io.Writer) (off *operator.Offline, runErrs []error, err error) {
+	for i, obj := range inputs {
+		if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", where[i], err)
+		}
+	}
+	if err := checkDeletions(inputs, where); err != nil {
+		return nil, nil, err
+	}
+	opts := operator.OfflineOptions{Versions: map[string]string{},
+		MaxDeltaEntries: limits.maxDeltaEntries, MaxObjectBytes: limits.maxObjectBytes, EvalLimits: limits.evalLimits(),
+		StatusSubresource: operator.InputStatusSubresource(inputs)}
+	// A kind's version is its inputs' version, else the storage version of
+	// its CustomResourceDefinition among the inputs.
+	for gk, v := range operator.InputCRDVersions(inputs) {
+		opts.Versions[gk] = v
+	}
+	for _, obj := range inputs {
+		gvk := obj.GroupVersionKind()
+		opts.Versions[gvk.Group+"/"+gvk.Kind] = gvk.Version
+	}
+	if trace {
+		// A header per controller: the dialect its expressions run in.
+		for _, op := range ops {
+			for _, c := range op.Spec.Controllers {
+				fmt.Fprintf(stderr, "%s/%s dialect %s\n", op.Name, c.Name, controller.DialectOf(c))
+			}
+		}
+		opts.Trace = func(op, ctrl, stage string, delta *dbsp.ZSet) {
+			for _, e := range delta.Entries() {
+				b, _ := json.Marshal(e.Doc)
+				fmt.Fprintf(stderr, "%s/%s %s %+d %s\n", op, ctrl, stage, e.Weight, b)
+			}
+		}
+	}
+	off, err = operator.NewOffline(ops, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := off.Start(ctx); err != nil {
+		runErrs = append(runErrs, err)
+	}
+	if trace {
+		// One input at a time, so the trace shows each input's own deltas.
+		for _, obj := range inputs {
+			if err := off.Apply(ctx, obj); err != nil {
+				runErrs = append(runErrs, err)
+			}
+		}
+	} else if err := off.ApplyAll(ctx, inputs); err != nil {
+		runErrs = append(runErrs, err)
+	}
+	return off, runErrs, nil
 }
 
 // checkDeletions refuses an input that deletes (has

@@ -40,6 +40,7 @@ controllers whose logic is a pipeline over the objects they watch.`,
 	root.AddCommand(newGetConfigCommand())
 	root.AddCommand(newRBACCommand())
 	root.AddCommand(newVisualizeCommand())
+	root.AddCommand(newTestCommand())
 	return root
 }
 
@@ -69,7 +70,8 @@ func goStyleFlags(cmd *cobra.Command, args []string) []string {
 // success, 1 on a usage or input error, 2 when the work ran but reported errors.
 func Execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCommand(stdin, stdout, stderr)
-	if len(args) > 0 && args[0] == "start" {
+	if len(args) > 0 && (args[0] == "start" || args[0] == "test") {
+		// dctl test takes -run as go test does.
 		if start, _, err := root.Find(args[:1]); err == nil {
 			args = append(args[:1:1], goStyleFlags(start, args[1:])...)
 		}
