@@ -215,7 +215,9 @@ func (r *Runner) runTest(ctx context.Context, t *Test) Result {
 		where = append(where, steps[i].where...)
 		out, err := ev.Eval(ctx, inputs, where)
 		if err != nil {
-			return fail(fmt.Errorf("%s: %w", path, err))
+			// An input's error names it by its where; an operator's, by
+			// the operator.
+			return fail(err)
 		}
 		if err := checkKinds(st, &steps[i], path, out.TargetKinds); err != nil {
 			return fail(err)
@@ -240,13 +242,17 @@ func loadStep(t *Test, dir string, i int, ls *loadedStep) error {
 	path := fmt.Sprintf("spec.steps[%d]", i)
 	for j := range st.Apply {
 		p := fmt.Sprintf("%s.apply[%d]", path, j)
-		objs, names, err := readObjects(&st.Apply[j], dir, t.File, p)
+		objs, names, err := readObjects(&st.Apply[j], dir, p)
 		if err != nil {
 			return err
 		}
 		for k, o := range objs {
+			w := p + ".object"
+			if st.Apply[j].File != "" {
+				w = fmt.Sprintf("%s (%s)", p, names[k])
+			}
 			ls.inputs = append(ls.inputs, &unstructured.Unstructured{Object: o})
-			ls.where = append(ls.where, names[k])
+			ls.where = append(ls.where, w)
 		}
 	}
 	for j, d := range st.Delete {
@@ -258,11 +264,11 @@ func loadStep(t *Test, dir string, i int, ls *loadedStep) error {
 			obj.SetNamespace(d.Namespace)
 		}
 		ls.inputs = append(ls.inputs, obj)
-		ls.where = append(ls.where, fmt.Sprintf("%s: %s.delete[%d]", t.File, path, j))
+		ls.where = append(ls.where, fmt.Sprintf("%s.delete[%d]", path, j))
 	}
 	for j := range st.Expect {
 		p := fmt.Sprintf("%s.expect[%d]", path, j)
-		objs, names, err := readObjects(&st.Expect[j], dir, t.File, p)
+		objs, names, err := readObjects(&st.Expect[j], dir, p)
 		if err != nil {
 			return err
 		}
@@ -277,16 +283,16 @@ func loadStep(t *Test, dir string, i int, ls *loadedStep) error {
 	return nil
 }
 
-// readObjects returns the objects of an Objects entry at path p of the
-// test file, and the words naming each: "FILE: object N" or
-// "TESTFILE: p.object".
-func readObjects(o *Objects, dir, testFile, p string) ([]map[string]any, []string, error) {
+// readObjects returns the objects of an Objects entry at path p of a test
+// file, and for the objects of a file the words naming each ("FILE: object
+// N").
+func readObjects(o *Objects, dir, p string) ([]map[string]any, []string, error) {
 	if o.File == "" {
 		m, err := o.Decode()
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s.object: %w", p, err)
 		}
-		return []map[string]any{m}, []string{fmt.Sprintf("%s: %s.object", testFile, p)}, nil
+		return []map[string]any{m}, []string{""}, nil
 	}
 	f := resolve(dir, o.File)
 	fh, err := os.Open(f)
