@@ -200,7 +200,7 @@ conditions:
 		{name: "status not a map", status: "[a]", err: "spec.schema.status: must be a map of fields, got a list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := StatusSchema(raw(t, tc.status))
+			got, err := StatusSchema(raw(t, tc.status), nil)
 			if tc.err != "" {
 				var e *Error
 				if err == nil || err.Error() != tc.err || !errors.As(err, &e) {

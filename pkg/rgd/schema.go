@@ -113,7 +113,11 @@ func CRD(rgd *krov1a1.ResourceGraphDefinition) (*apiextensionsv1.CustomResourceD
 	if err != nil {
 		return nil, err
 	}
-	status, err := StatusSchema(s.Status)
+	fieldTypes, err := statusFieldSchemas(rgd, spec, ik.Namespaced)
+	if err != nil {
+		return nil, err
+	}
+	status, err := StatusSchema(s.Status, fieldTypes)
 	if err != nil {
 		return nil, err
 	}
@@ -211,13 +215,16 @@ func conditionsSchema() apiextensionsv1.JSONSchemaProps {
 // StatusSchema compiles spec.schema.status (raw JSON: a map, nested as the
 // instance status is, whose leaves are ${...} expressions) into the schema
 // of the instance status. A nested map becomes an object with the same
-// properties; every other value is a field whose type the expressions
-// decide, kept with x-kubernetes-preserve-unknown-fields (any JSON value).
-// state (a string) and conditions (kro's condition list) are always there
-// and replace fields of the same names: kro writes them. A conditions entry
-// in the RGD must be a list of ${...} strings. A value with no ${...} in
-// it is an error, as in kro.
-func StatusSchema(raw runtime.RawExtension) (*apiextensionsv1.JSONSchemaProps, error) {
+// properties; every other value is a field whose schema is fields[path],
+// path relative to the status as FindFields writes it (a.b["c.d"]): the
+// schema of its expression's type (CRD computes them, see
+// statusFieldSchemas). A field fields has no schema for keeps any JSON
+// value (x-kubernetes-preserve-unknown-fields); fields may be nil. state
+// (a string) and conditions (kro's condition list) are always there and
+// replace fields of the same names: kro writes them. A conditions entry in
+// the RGD must be a list of ${...} strings. A value with no ${...} in it
+// is an error, as in kro.
+func StatusSchema(raw runtime.RawExtension, fields map[string]*apiextensionsv1.JSONSchemaProps) (*apiextensionsv1.JSONSchemaProps, error) {
 	m, err := decodeMap(raw, statusPath)
 	if err != nil {
 		return nil, err
@@ -234,7 +241,7 @@ func StatusSchema(raw runtime.RawExtension) (*apiextensionsv1.JSONSchemaProps, e
 		}
 		delete(m, "conditions")
 	}
-	st, err := statusObject(m, statusPath)
+	st, err := statusObject(m, statusPath, "", fields)
 	if err != nil {
 		return nil, err
 	}
@@ -243,13 +250,13 @@ func StatusSchema(raw runtime.RawExtension) (*apiextensionsv1.JSONSchemaProps, e
 	return st, nil
 }
 
-func statusObject(m map[string]any, path string) (*apiextensionsv1.JSONSchemaProps, error) {
+func statusObject(m map[string]any, path, rel string, fields map[string]*apiextensionsv1.JSONSchemaProps) (*apiextensionsv1.JSONSchemaProps, error) {
 	out := &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{}}
 	for _, k := range sortedKeys(m) {
-		p := Field(path, k)
+		p, r := Field(path, k), Field(rel, k)
 		switch v := m[k].(type) {
 		case map[string]any:
-			sub, err := statusObject(v, p)
+			sub, err := statusObject(v, p, r, fields)
 			if err != nil {
 				return nil, err
 			}
@@ -258,7 +265,11 @@ func statusObject(m map[string]any, path string) (*apiextensionsv1.JSONSchemaPro
 			if !hasExpression(v) {
 				return nil, errorf(p, "a status field must hold a ${...} expression, got %s", jsonKind(v))
 			}
-			out.Properties[k] = apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: new(true)}
+			if t := fields[r]; t != nil {
+				out.Properties[k] = *t
+			} else {
+				out.Properties[k] = apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: new(true)}
+			}
 		}
 	}
 	return out, nil
