@@ -444,7 +444,8 @@ func loadRGDFuzzOperators(t testing.TB) map[string]*opv1a1.Operator {
 // and restarts (changes made while stopped), every resource and every
 // instance status equal what a run from scratch computes on the final
 // instances and external objects (dctl eval's ApplyAll) with the final
-// dependency statuses set on its resources.
+// dependency statuses set on its resources; and every instance status
+// conforms to the typed schema of the instance CRD.
 func FuzzRGDIncremental(f *testing.F) {
 	ops := loadRGDFuzzOperators(f)
 	for shape := range rgdFuzzShapes {
@@ -463,6 +464,7 @@ func checkRGDIncremental(t *testing.T, data []byte, ops map[string]*opv1a1.Opera
 	inc := &rgdFuzzRun{t: t, fc: fc}
 	inc.runSteps(fc.steps)
 	got := inc.result()
+	checkRGDStatusConforms(t, fc, got)
 
 	scratch := &rgdFuzzRun{t: t, fc: fc}
 	scratch.start()

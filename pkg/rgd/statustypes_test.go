@@ -1,15 +1,35 @@
 package rgd
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/cel-go/cel"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/pkg/object"
+	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
 // statusTypesRGD is an RGD with a status field per case: every kind of
@@ -248,6 +268,14 @@ func TestStatusTypeErrors(t *testing.T) {
 			}
 		})
 	}
+	// The error docs/kro.md quotes.
+	const quoted = "spec.schema.status.ready: type check: column 18: undefined field 'availableReplica'"
+	if _, err := CRD(decodeRGD(t, statusTypesRGD("Namespaced", "      ready: ${deployment.status.availableReplica}"))); err == nil || err.Error() != quoted {
+		t.Errorf("got %v, want %s", err, quoted)
+	}
+	if page, err := os.ReadFile("../../docs/kro.md"); err != nil || !strings.Contains(string(page), "\n"+quoted+"\n") {
+		t.Errorf("docs/kro.md does not quote %q (%v)", quoted, err)
+	}
 	// A field nested in the status has its full path.
 	_, err := CRD(decodeRGD(t, statusTypesRGD("Namespaced", "      a:\n        b.c: ${deployment.spec.replica}")))
 	if err == nil || err.Error() != `spec.schema.status.a["b.c"]: type check: column 16: undefined field 'replica'` {
@@ -256,9 +284,9 @@ func TestStatusTypeErrors(t *testing.T) {
 	// What fails without types too is BuildGraph's to report: CRD leaves
 	// the field untyped, Compile refuses it with its own rule.
 	for src, err := range map[string]string{
-		"${nosuch.status}":     "spec.schema.status.f: unknown identifier nosuch",
-		"${schema.status.x}":   "spec.schema.status.f: schema.status is not readable",
-		"${tag}":               "spec.schema.status.f: iterator tag is not in scope here",
+		"${nosuch.status}":       "spec.schema.status.f: unknown identifier nosuch",
+		"${schema.status.x}":     "spec.schema.status.f: schema.status is not readable",
+		"${tag}":                 "spec.schema.status.f: iterator tag is not in scope here",
 		"${deployment.status.+}": "spec.schema.status.f: CEL syntax",
 	} {
 		rgd := decodeRGD(t, statusTypesRGD("Namespaced", "      f: "+src))
@@ -293,6 +321,228 @@ func TestSchemaOfType(t *testing.T) {
 	} {
 		if g, w := generic(t, st.schemaOf(tc.t)), generic(t, tc.want); !reflect.DeepEqual(g, w) {
 			t.Errorf("%v: got %v", tc.t, g)
+		}
+	}
+}
+
+// statusConformance checks instance objects against their CRD's schema as
+// the API server does on a status write: nulls of non-nullable fields
+// dropped, then nothing pruned (no field the schema lacks) and no
+// validation error.
+type statusConformance struct {
+	structural *structuralschema.Structural
+	validator  apiservervalidation.SchemaValidator
+}
+
+func newStatusConformance(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition) *statusConformance {
+	t.Helper()
+	internal := &apiextensions.JSONSchemaProps{}
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crd.Spec.Versions[0].Schema.OpenAPIV3Schema, internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := structuralschema.NewStructural(internal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := apiservervalidation.NewSchemaValidator(internal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &statusConformance{structural: ss, validator: v}
+}
+
+// check returns what the API server would prune or refuse in obj.
+func (c *statusConformance) check(obj map[string]any) string {
+	obj = runtime.DeepCopyJSON(obj)
+	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj, c.structural)
+	before := runtime.DeepCopyJSON(obj)
+	if pruned := structuralpruning.PruneWithOptions(obj, c.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}); len(pruned) > 0 {
+		return fmt.Sprintf("the API server would prune %v", pruned)
+	}
+	if !reflect.DeepEqual(before, obj) {
+		return "the API server would prune fields"
+	}
+	if errs := apiservervalidation.ValidateCustomResource(nil, obj, c.validator); len(errs) > 0 {
+		return errs.ToAggregate().Error()
+	}
+	return ""
+}
+
+// TestStatusValuesConform: the values the compiled controller writes into
+// typed status fields are what their schemas allow (an int64 from CEL an
+// integer, a time a date-time string, a quantity and an int-or-string as
+// the API has them, objects with no field the schema lacks).
+func TestStatusValuesConform(t *testing.T) {
+	src := `
+apiVersion: kro.run/v1alpha1
+kind: ResourceGraphDefinition
+metadata: {name: conform}
+spec:
+  schema:
+    apiVersion: v1alpha1
+    kind: Conform
+    spec:
+      name: string
+      replicas: integer | default=2
+      ratio: float | default=0.5
+      tags: '[]string | default=["a","b"]'
+    status:
+      replicas: ${deployment.status.replicas}
+      twice: ${schema.spec.replicas * 2}
+      ratio: ${schema.spec.ratio}
+      ready: ${deployment.status.readyReplicas == schema.spec.replicas}
+      url: http://${service.spec.clusterIP}
+      since: ${timestamp(deployment.metadata.creationTimestamp)}
+      created: ${deployment.metadata.creationTimestamp}
+      deploymentStatus: ${deployment.status}
+      ports: ${service.spec.ports}
+      resources: ${deployment.spec.template.spec.containers[0].resources}
+      labels: ${deployment.metadata.labels}
+      tags: ${schema.spec.tags}
+      secretData: ${secret.data}
+      spec: ${schema.spec}
+      nested:
+        cpu: ${deployment.spec.template.spec.containers[0].resources.limits.cpu}
+        targetPort: ${service.spec.ports[0].targetPort}
+  resources:
+    - id: secret
+      externalRef:
+        apiVersion: v1
+        kind: Secret
+        metadata: {name: creds}
+    - id: deployment
+      template:
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: ${schema.spec.name}
+          labels: {app: "${schema.spec.name}"}
+        spec:
+          replicas: ${schema.spec.replicas}
+          selector: {matchLabels: {app: "${schema.spec.name}"}}
+          template:
+            metadata: {labels: {app: "${schema.spec.name}"}}
+            spec:
+              containers:
+                - name: app
+                  image: nginx
+                  resources:
+                    limits: {cpu: 500m, memory: 1Gi}
+    - id: service
+      template:
+        apiVersion: v1
+        kind: Service
+        metadata: {name: "${schema.spec.name}"}
+        spec:
+          clusterIP: 10.0.0.7
+          selector: {app: "${schema.spec.name}"}
+          ports:
+            - {name: http, port: 80, targetPort: http}
+            - {name: admin, port: 81, targetPort: 8081}
+`
+	rgd := decodeRGD(t, src)
+	c, err := Compile(rgd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := newStatusConformance(t, c.CRD)
+	off, err := operator.NewOffline([]*opv1a1.Operator{c.Operator}, operator.OfflineOptions{
+		Versions:          map[string]string{"kro.run/Conform": "v1alpha1"},
+		StatusSubresource: operator.InputStatusSubresource(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := off.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer off.Stop()
+	inst := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kro.run/v1alpha1", "kind": "Conform",
+		"metadata": map[string]any{"name": "c", "namespace": "ns", "uid": "uid-c", "generation": int64(1)},
+		// As the API server defaults it.
+		"spec": map[string]any{"name": "web", "replicas": int64(2), "ratio": 0.5, "tags": []any{"a", "b"}},
+	}}
+	secret := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "creds", "namespace": "ns"},
+		"data": map[string]any{"password": "c2VjcmV0"}}}
+	if err := off.ApplyAll(ctx, []*unstructured.Unstructured{inst, secret}); err != nil {
+		t.Fatal(err)
+	}
+	// kube-controller-manager's part: the Deployment's creation time and
+	// status, as the API server encodes them.
+	dep, err := off.Store.Get(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, object.Key{Namespace: "ns", Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep = dep.DeepCopy()
+	now := metav1.Now()
+	dep.SetCreationTimestamp(now)
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&appsv1.DeploymentStatus{
+		ObservedGeneration: 1, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, UpdatedReplicas: 2,
+		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue,
+			LastUpdateTime: now, LastTransitionTime: now, Reason: "MinimumReplicasAvailable", Message: "ok"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep.Object["status"] = st
+	if _, err := off.Store.Update(dep); err != nil {
+		t.Fatal(err)
+	}
+	if err := off.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := off.Store.Get(schema.GroupVersionKind{Group: "kro.run", Version: "v1alpha1", Kind: "Conform"}, object.Key{Namespace: "ns", Name: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _ := got.Object["status"].(map[string]any)
+	for _, k := range []string{"replicas", "twice", "ratio", "ready", "url", "since", "created", "deploymentStatus", "ports", "resources", "labels", "tags", "secretData", "spec", "nested"} {
+		if status[k] == nil {
+			t.Errorf("status.%s not written: %v", k, status)
+		}
+	}
+	if msg := conf.check(got.Object); msg != "" {
+		t.Errorf("the status written does not conform to the CRD: %s\n%v", msg, status)
+	}
+	// The check itself: a value of the wrong type, a field the schema
+	// lacks.
+	for k, v := range map[string]any{"twice": "4", "url": int64(1), "extra": "x"} {
+		bad := runtime.DeepCopyJSON(got.Object)
+		bad["status"].(map[string]any)[k] = v
+		if conf.check(bad) == "" {
+			t.Errorf("status.%s = %v passes the check", k, v)
+		}
+	}
+}
+
+// rgdFuzzConformance holds the conformance check of each fuzz shape's
+// instance CRD, by file.
+var rgdFuzzConformance sync.Map
+
+// checkRGDStatusConforms fails when an instance of the result of a fuzz
+// run holds a status its CRD's typed schema would prune or refuse.
+func checkRGDStatusConforms(t *testing.T, fc *rgdFuzzCase, result []map[string]any) {
+	t.Helper()
+	c, ok := rgdFuzzConformance.Load(fc.shape.file)
+	if !ok {
+		src, err := os.ReadFile(filepath.Join("testdata", "compile", fc.shape.file+".rgd.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd, err := CRD(decodeRGDTB(t, string(src)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ = rgdFuzzConformance.LoadOrStore(fc.shape.file, newStatusConformance(t, crd))
+	}
+	for _, m := range result {
+		if m["kind"] != fc.instGVK.Kind {
+			continue
+		}
+		if msg := c.(*statusConformance).check(m); msg != "" {
+			t.Fatalf("instance %v: the status does not conform to the CRD: %s\n%v", m["metadata"], msg, m["status"])
 		}
 	}
 }
