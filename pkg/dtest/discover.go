@@ -44,7 +44,7 @@ func Discover(paths []string) ([]string, error) {
 				}
 				return nil
 			}
-			if IsTestFile(p) && d.Type().IsRegular() {
+			if IsTestFile(p) {
 				add(p)
 			}
 			return nil
