@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -117,9 +118,10 @@ func (b *boundValue) Set(s string) error {
 // default there is none (QPS -1), as controller-runtime's GetConfig
 // leaves a client whose QPS is unset: API Priority and Fairness protects
 // the server, and a client-side token bucket would only hold the manager
-// below the rate the server itself admits. A positive --kube-api-qps
-// restores a token bucket (client-go's rule: QPS 0 means client-go's
-// default of 5, a Burst of 0 client-go's default of 10).
+// below the rate the server itself admits. --kube-api-qps 0 or more sets
+// one token bucket (client-go's rule: QPS 0 means client-go's default of 5,
+// a Burst of 0 client-go's default of 10) shared by every client the
+// manager builds (restConfig), so the flags bound the manager's total.
 const (
 	defaultKubeAPIQPS   = -1
 	defaultKubeAPIBurst = 0
@@ -134,10 +136,11 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 	fs.StringVar(&f.leaderElectionNS, "leader-election-namespace", "dcontroller-system", "namespace of the leader-election Lease")
 	fs.IntVarP(&f.verbosity, "verbosity", "v", 0, "log verbosity (0: info, higher: more debug output)")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
-	fs.Float32Var(&f.qps, "kube-api-qps", defaultKubeAPIQPS, "requests per second the manager may send to the Kubernetes API server, sustained; "+
+	fs.Float32Var(&f.qps, "kube-api-qps", defaultKubeAPIQPS, "requests per second the manager may send to the Kubernetes API server, sustained, "+
+		"all its clients together (informers, writes, discovery, events; leader election and sharding Leases have a bucket of their own); "+
 		"negative: no client-side limit (API Priority and Fairness protects the server, as with controller-runtime's defaults), 0: client-go's default of 5")
-	fs.IntVar(&f.burst, "kube-api-burst", defaultKubeAPIBurst, "requests the manager may send to the Kubernetes API server in a burst when --kube-api-qps is positive "+
-		"(0: client-go's default of 10)")
+	fs.IntVar(&f.burst, "kube-api-burst", defaultKubeAPIBurst, "requests the manager may send to the Kubernetes API server in a burst, all its clients together, "+
+		"when --kube-api-qps is 0 or more (0: client-go's default of 10)")
 	f.limits.register(cmd)
 	f.limits.registerKinds(cmd)
 }
@@ -167,7 +170,33 @@ func (f *managerFlags) restConfig() (*rest.Config, error) {
 	if f.burst > 0 {
 		cfg.Burst = f.burst
 	}
+	if f.qps >= 0 {
+		// One bucket for every client built from cfg or a copy of it
+		// (rest.CopyConfig keeps RateLimiter): client-go gives each REST
+		// client a bucket of its own otherwise, and controller-runtime
+		// builds one REST client per resource, so the flags bounded each
+		// kind's requests instead of the manager's.
+		qps, burst := cfg.QPS, cfg.Burst
+		if qps == 0 {
+			qps = rest.DefaultQPS
+		}
+		if burst <= 0 {
+			burst = rest.DefaultBurst
+		}
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	}
 	return cfg, nil
+}
+
+// ownBucket returns a copy of cfg whose clients get a token bucket of their
+// own with the same QPS and burst instead of the manager's shared one: the
+// leader-election and sharding Lease renewals must not wait behind the
+// manager's other requests (kube-controller-manager likewise builds its
+// leader-election client apart), or a busy leader would lose its Lease.
+func ownBucket(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.RateLimiter = nil
+	return c
 }
 
 // newManager builds the controller-runtime manager and the operator runtime.
@@ -183,6 +212,7 @@ func (f *managerFlags) newManager(log logr.Logger) (ctrl.Manager, *operator.Runt
 		LeaderElectionNamespace:    f.leaderElectionNS,
 		LeaderElectionID:           f.leaderElectionID,
 		LeaderElectionResourceLock: f.leaderElectionLock,
+		LeaderElectionConfig:       ownBucket(cfg),
 		SyncPeriod:                 f.syncPeriod,
 		PprofAddr:                  f.pprofAddr,
 		Logger:                     log,

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 )
 
 const testKubeconfig = `apiVersion: v1
@@ -18,20 +19,24 @@ current-context: x
 
 // TestRestConfigRateLimits: by default the manager's client has no
 // client-side rate limit (QPS -1, as controller-runtime's GetConfig gives),
-// not client-go's 5 and 10; --kube-api-qps and --kube-api-burst set one.
+// not client-go's 5 and 10; --kube-api-qps and --kube-api-burst set one
+// token bucket (rest.Config.RateLimiter, which every client built from the
+// config or a copy shares), and ownBucket's copy has none, so its client
+// makes its own of the same size.
 func TestRestConfigRateLimits(t *testing.T) {
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kc, []byte(testKubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		args  []string
-		qps   float32
-		burst int
+		args      []string
+		qps       float32
+		burst     int
+		bucketQPS float32 // of the shared bucket; 0: none
 	}{
-		{nil, -1, 0},
-		{[]string{"--kube-api-qps", "0"}, 0, 0},
-		{[]string{"--kube-api-qps", "7.5", "--kube-api-burst", "9"}, 7.5, 9},
+		{nil, -1, 0, 0},
+		{[]string{"--kube-api-qps", "0"}, 0, 0, 5},
+		{[]string{"--kube-api-qps", "7.5", "--kube-api-burst", "9"}, 7.5, 9, 7.5},
 	} {
 		f := &managerFlags{}
 		cmd := &cobra.Command{Use: "x"}
@@ -45,6 +50,17 @@ func TestRestConfigRateLimits(t *testing.T) {
 		}
 		if cfg.QPS != tc.qps || cfg.Burst != tc.burst || cfg.Host != "https://127.0.0.1:6443" {
 			t.Errorf("%v: host %s qps %v burst %d, want %v %d", tc.args, cfg.Host, cfg.QPS, cfg.Burst, tc.qps, tc.burst)
+		}
+		switch {
+		case tc.bucketQPS == 0 && cfg.RateLimiter != nil:
+			t.Errorf("%v: a rate limiter without a limit", tc.args)
+		case tc.bucketQPS != 0 && (cfg.RateLimiter == nil || cfg.RateLimiter.QPS() != tc.bucketQPS):
+			t.Errorf("%v: rate limiter %v, want a token bucket of %v/s", tc.args, cfg.RateLimiter, tc.bucketQPS)
+		case rest.CopyConfig(cfg).RateLimiter != cfg.RateLimiter:
+			t.Errorf("%v: a copy of the config has another rate limiter", tc.args)
+		}
+		if own := ownBucket(cfg); own.RateLimiter != nil || own.QPS != cfg.QPS || own.Burst != cfg.Burst {
+			t.Errorf("%v: ownBucket kept the shared rate limiter or changed the limits", tc.args)
 		}
 	}
 }

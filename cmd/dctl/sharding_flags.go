@@ -118,7 +118,8 @@ func (s *shardingFlags) newRing(cfg *rest.Config, f *managerFlags, rec events.Ev
 	if !s.enabled {
 		return nil, nil
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	// The member Leases get a rate-limit bucket of their own (ownBucket).
+	cs, err := kubernetes.NewForConfig(ownBucket(cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,9 @@ type ManagerOptions struct {
 	LeaderElectionNamespace    string
 	LeaderElectionID           string
 	LeaderElectionResourceLock string
+	// LeaderElectionConfig is the configuration of the leader-election
+	// client; nil uses the manager's (and its rate limiter).
+	LeaderElectionConfig *rest.Config
 	// SyncPeriod is how often the informer cache relists every watched
 	// object from the API server and redelivers it (0: controller-runtime's
 	// default, 10 hours with jitter).
@@ -129,6 +132,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 		LeaderElectionID:           opts.LeaderElectionID,
 		LeaderElectionNamespace:    opts.LeaderElectionNamespace,
 		LeaderElectionResourceLock: opts.LeaderElectionResourceLock,
+		LeaderElectionConfig:       opts.LeaderElectionConfig,
 		PprofBindAddress:           opts.PprofAddr,
 		Client:                     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		MapperProvider:             newMemoMapper,
