@@ -26,12 +26,13 @@ type evalOptions struct {
 	output        string
 	trace         bool
 	limits        limitFlags
+	hooks         evalHookFlags
 }
 
 func newEvalCommand() *cobra.Command {
 	o := &evalOptions{}
 	cmd := &cobra.Command{
-		Use:   "eval -f OPERATOR.yaml [-i INPUT.yaml ...]",
+		Use:   "eval -f OPERATOR.yaml|CONTROLLER.yaml [-i INPUT.yaml ...]",
 		Short: "Run operators offline on objects from files and print the result",
 		Long: `eval runs every controller of the given operators against an in-memory store,
 without a cluster. The input files are YAML (or JSON) streams of Kubernetes
@@ -57,10 +58,27 @@ each delta through each pipeline stage is printed to stderr as
 meaning of its expressions: deltacontroller (a controller written with
 target:) or dbsp (the successor's, for targets:).
 
+Hook controllers: when the -f files hold Metacontroller CompositeControllers
+or DecoratorControllers (with CustomResourceDefinitions, not mixed with
+Operators), eval renders what the manager would do to the inputs (parents,
+decorated objects, children, related objects): the parents and their
+children as the manager would leave them (owner references, labels,
+status with observedGeneration, finalizers), the finalize hook's work for
+parents with metadata.deletionTimestamp, "deleted: KIND NS/NAME" on stderr
+for each deletion. Inline pipeline hooks run in-process, webhooks are
+called at their URL or at --hook-url's; --show-requests prints each hook
+request to stderr. See docs/metacontroller.md, "Previewing offline".
+
 Exit status: 0 on success, 1 when an operator or input is invalid, 2 when
-the controllers ran but reported errors (printed to stderr).`,
+the controllers ran but reported errors (printed to stderr; for hook
+controllers, e.g. a hook that cannot be reached).`,
 		Example: `  dctl eval -f examples/pod-container-num-annotator/operator.yaml \
-    -i examples/pod-container-num-annotator/input.yaml`,
+    -i examples/pod-container-num-annotator/input.yaml
+
+  # A CompositeController whose sync hook is a local server:
+  dctl eval -f examples/metacontroller-podservice/controller.yaml \
+    -i examples/metacontroller-podservice/podservice.yaml \
+    --hook-url podservice-controller=http://127.0.0.1:8080 --show-requests`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runEval(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -71,6 +89,7 @@ the controllers ran but reported errors (printed to stderr).`,
 	cmd.Flags().StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
 	cmd.Flags().BoolVar(&o.trace, "trace", false, "print each delta through each pipeline stage to stderr")
 	o.limits.register(cmd)
+	o.hooks.register(cmd)
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -81,6 +100,11 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 	}
 	if o.output != "yaml" && o.output != "json" {
 		return fmt.Errorf("--output: unknown format %q (want yaml or json)", o.output)
+	}
+	if hf, err := readHookControllers(o.operatorFiles); err != nil {
+		return err
+	} else if hf != nil {
+		return runEvalHooks(ctx, o, hf, stdout, stderr)
 	}
 	var ops []*opv1a1.Operator
 	for _, f := range o.operatorFiles {

@@ -57,6 +57,52 @@ type composite struct {
 // startComposite validates cc, starts its watches and workers. Errors
 // carry the spec path.
 func startComposite(ctx context.Context, d deps, cc *mcv1a1.CompositeController) (*composite, error) {
+	c, err := newComposite(d, cc)
+	if err != nil {
+		return nil, err
+	}
+	// Watches: parents, each child kind, revisions.
+	if c.parents, err = c.watch(ctx, "spec.parentResource", c.parent.gvk, c.onParent); err != nil {
+		c.stop()
+		return nil, err
+	}
+	revPath := ""
+	for _, rule := range c.children {
+		w, err := c.watch(ctx, rule.path, rule.gvk, c.onChild)
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		c.childW[rule.gvk] = w
+		if rule.rolling() && revPath == "" {
+			revPath = rule.path + ".updateStrategy"
+		}
+	}
+	if c.rolling {
+		if c.revisions, err = c.watch(ctx, revPath, controllerRevisionGVK, c.onChild); err != nil {
+			c.stop()
+			return nil, err
+		}
+	}
+	if err := c.start(ctx); err != nil {
+		c.stop()
+		return nil, err
+	}
+	if p := c.cc.Spec.ResyncPeriodSeconds; p != nil && *p > 0 {
+		c.every(time.Duration(*p)*time.Second, func() {
+			for _, o := range c.parents.index.list("", true) {
+				c.enqueueForced(c.keyOf(o))
+			}
+		})
+	}
+	c.log.Info("compositecontroller started", "parent", c.parent.gvk.String(), "children", len(c.children))
+	return c, nil
+}
+
+// newComposite validates cc and resolves its resources and hooks, without
+// watching anything (startComposite starts the watches; Render syncs
+// offline). Errors carry the spec path.
+func newComposite(d deps, cc *mcv1a1.CompositeController) (*composite, error) {
 	name := "compositecontroller/" + cc.Name
 	d.log = d.log.WithValues("compositecontroller", cc.Name)
 	c := &composite{engine: newEngine(d, name), cc: cc.DeepCopy(), byGVK: map[schema.GroupVersionKind]*childRule{},
@@ -119,42 +165,6 @@ func startComposite(ctx context.Context, d deps, cc *mcv1a1.CompositeController)
 		return nil, err
 	}
 	c.related = newRelated(c.engine, customize, c.cc)
-
-	// Watches: parents, each child kind, revisions.
-	if c.parents, err = c.watch(ctx, "spec.parentResource", c.parent.gvk, c.onParent); err != nil {
-		c.stop()
-		return nil, err
-	}
-	revPath := ""
-	for _, rule := range c.children {
-		w, err := c.watch(ctx, rule.path, rule.gvk, c.onChild)
-		if err != nil {
-			c.stop()
-			return nil, err
-		}
-		c.childW[rule.gvk] = w
-		if rule.rolling() && revPath == "" {
-			revPath = rule.path + ".updateStrategy"
-		}
-	}
-	if c.rolling {
-		if c.revisions, err = c.watch(ctx, revPath, controllerRevisionGVK, c.onChild); err != nil {
-			c.stop()
-			return nil, err
-		}
-	}
-	if err := c.start(ctx); err != nil {
-		c.stop()
-		return nil, err
-	}
-	if p := spec.ResyncPeriodSeconds; p != nil && *p > 0 {
-		c.every(time.Duration(*p)*time.Second, func() {
-			for _, o := range c.parents.index.list("", true) {
-				c.enqueueForced(c.keyOf(o))
-			}
-		})
-	}
-	c.log.Info("compositecontroller started", "parent", c.parent.gvk.String(), "children", len(c.children))
 	return c, nil
 }
 
@@ -422,29 +432,9 @@ func (c *composite) syncParent(ctx context.Context, pk parentKey) error {
 	if err != nil {
 		return c.hookFailed(ctx, pk, parent, w, hookName, err)
 	}
-	desired, err := parseDesired(parent, c.parent.namespaced, c.byGVK, resp.Children, "children")
+	desired, err := c.desiredChildren(parent, sel, resp, hookName)
 	if err != nil {
-		return c.hookFailed(ctx, pk, parent, w, hookName, invalidResponse("spec.hooks."+lower(hookName), err))
-	}
-	if !c.generate {
-		// In the response's order, for the index (parseDesired checked
-		// the shape of every entry).
-		for i, raw := range resp.Children {
-			d := &unstructured.Unstructured{Object: raw}
-			if !sel.Matches(labels.Set(d.GetLabels())) {
-				return c.hookFailed(ctx, pk, parent, w, hookName, invalidResponse("spec.hooks."+lower(hookName),
-					fmt.Errorf("children[%d] (%s %s): labels %v do not match the parent's selector %s", i, d.GetKind(), d.GetName(), d.GetLabels(), sel)))
-			}
-		}
-	} else {
-		for _, d := range desired.list() {
-			lbl := d.GetLabels()
-			if lbl == nil {
-				lbl = map[string]string{}
-			}
-			lbl[ControllerUIDLabel] = string(parent.GetUID())
-			d.SetLabels(lbl)
-		}
+		return c.hookFailed(ctx, pk, parent, w, hookName, err)
 	}
 
 	var errs, parentErrs []error
@@ -498,8 +488,44 @@ func lower(s string) string {
 	return strings.ToLower(s[:1]) + s[1:]
 }
 
-// call sends a sync or finalize request for parent.
-func (c *composite) call(ctx context.Context, caller hook.Caller, parent *unstructured.Unstructured, observed childSet, related hookapi.ObjectMap, version mcv1a1.HookVersion, finalizing bool) (*hookapi.CompositeResponse, error) {
+// desiredChildren validates the children of a sync or finalize response
+// (hookName "Sync" or "Finalize") for parent, whose children selector is
+// sel: each must be a declared child kind in the parent's scope and, unless
+// the controller generates the selector, match sel; with generateSelector
+// each gets the ControllerUIDLabel of the parent. Errors are hook errors of
+// reason InvalidResponse naming spec.hooks.<hook> and the response entry.
+func (c *composite) desiredChildren(parent *unstructured.Unstructured, sel labels.Selector, resp *hookapi.CompositeResponse, hookName string) (childSet, error) {
+	desired, err := parseDesired(parent, c.parent.namespaced, c.byGVK, resp.Children, "children")
+	if err != nil {
+		return nil, invalidResponse("spec.hooks."+lower(hookName), err)
+	}
+	if !c.generate {
+		// In the response's order, for the index (parseDesired checked
+		// the shape of every entry).
+		for i, raw := range resp.Children {
+			d := &unstructured.Unstructured{Object: raw}
+			if !sel.Matches(labels.Set(d.GetLabels())) {
+				return nil, invalidResponse("spec.hooks."+lower(hookName),
+					fmt.Errorf("children[%d] (%s %s): labels %v do not match the parent's selector %s", i, d.GetKind(), d.GetName(), d.GetLabels(), sel))
+			}
+		}
+		return desired, nil
+	}
+	for _, d := range desired.list() {
+		lbl := d.GetLabels()
+		if lbl == nil {
+			lbl = map[string]string{}
+		}
+		lbl[ControllerUIDLabel] = string(parent.GetUID())
+		d.SetLabels(lbl)
+	}
+	return desired, nil
+}
+
+// request is the sync or finalize request for parent with its observed
+// children (every declared child kind present, empty or not) and related
+// objects, keyed for the hook's contract version.
+func (c *composite) request(parent *unstructured.Unstructured, observed childSet, related hookapi.ObjectMap, version mcv1a1.HookVersion, finalizing bool) *hookapi.CompositeRequest {
 	req := &hookapi.CompositeRequest{Controller: c.cc, Parent: parent, Children: hookapi.ObjectMap{}, Related: related, Finalizing: finalizing}
 	for _, rule := range c.children {
 		req.Children.Init(rule.gvk)
@@ -510,6 +536,12 @@ func (c *composite) call(ctx context.Context, caller hook.Caller, parent *unstru
 	if req.Related == nil {
 		req.Related = hookapi.ObjectMap{}
 	}
+	return req
+}
+
+// call sends a sync or finalize request for parent.
+func (c *composite) call(ctx context.Context, caller hook.Caller, parent *unstructured.Unstructured, observed childSet, related hookapi.ObjectMap, version mcv1a1.HookVersion, finalizing bool) (*hookapi.CompositeResponse, error) {
+	req := c.request(parent, observed, related, version, finalizing)
 	resp := &hookapi.CompositeResponse{}
 	if err := caller.Call(ctx, string(parent.GetUID()), req, resp); err != nil {
 		return nil, err

@@ -69,6 +69,47 @@ func annotationSelector(s *mcv1a1.AnnotationSelector, path string) (labels.Selec
 
 // startDecorator validates dc, starts its watches and workers.
 func startDecorator(ctx context.Context, d deps, dc *mcv1a1.DecoratorController) (*decorator, error) {
+	c, err := newDecorator(d, dc)
+	if err != nil {
+		return nil, err
+	}
+	spec := &c.dc.Spec
+	for i, dr := range c.resources {
+		dr := dr
+		if dr.w, err = c.watch(ctx, fmt.Sprintf("spec.resources[%d]", i), dr.gvk, func(old, obj *unstructured.Unstructured) { c.onObject(dr, old, obj) }); err != nil {
+			c.stop()
+			return nil, err
+		}
+	}
+	for _, rule := range c.attach {
+		w, err := c.watch(ctx, rule.path, rule.gvk, c.onAttachment)
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		c.attW[rule.gvk] = w
+	}
+	if err := c.start(ctx); err != nil {
+		c.stop()
+		return nil, err
+	}
+	if p := spec.ResyncPeriodSeconds; p != nil && *p > 0 {
+		c.every(time.Duration(*p)*time.Second, func() {
+			for _, dr := range c.resources {
+				for _, o := range dr.w.index.list("", true) {
+					c.enqueueForced(parentKey{gvk: dr.gvk, NamespacedName: keyOf(o)})
+				}
+			}
+		})
+	}
+	c.log.Info("decoratorcontroller started", "resources", len(c.resources), "attachments", len(c.attach))
+	return c, nil
+}
+
+// newDecorator validates dc and resolves its resources and hooks, without
+// watching anything (startDecorator starts the watches; Render syncs
+// offline). Errors carry the spec path.
+func newDecorator(d deps, dc *mcv1a1.DecoratorController) (*decorator, error) {
 	name := "decoratorcontroller/" + dc.Name
 	d.log = d.log.WithValues("decoratorcontroller", dc.Name)
 	c := &decorator{engine: newEngine(d, name), dc: dc.DeepCopy(), byGVK: map[schema.GroupVersionKind]*decorated{},
@@ -133,36 +174,6 @@ func startDecorator(ctx context.Context, d deps, dc *mcv1a1.DecoratorController)
 		return nil, err
 	}
 	c.related = newRelated(c.engine, customize, c.dc)
-
-	for i, dr := range c.resources {
-		dr := dr
-		if dr.w, err = c.watch(ctx, fmt.Sprintf("spec.resources[%d]", i), dr.gvk, func(old, obj *unstructured.Unstructured) { c.onObject(dr, old, obj) }); err != nil {
-			c.stop()
-			return nil, err
-		}
-	}
-	for _, rule := range c.attach {
-		w, err := c.watch(ctx, rule.path, rule.gvk, c.onAttachment)
-		if err != nil {
-			c.stop()
-			return nil, err
-		}
-		c.attW[rule.gvk] = w
-	}
-	if err := c.start(ctx); err != nil {
-		c.stop()
-		return nil, err
-	}
-	if p := spec.ResyncPeriodSeconds; p != nil && *p > 0 {
-		c.every(time.Duration(*p)*time.Second, func() {
-			for _, dr := range c.resources {
-				for _, o := range dr.w.index.list("", true) {
-					c.enqueueForced(parentKey{gvk: dr.gvk, NamespacedName: keyOf(o)})
-				}
-			}
-		})
-	}
-	c.log.Info("decoratorcontroller started", "resources", len(c.resources), "attachments", len(c.attach))
 	return c, nil
 }
 
@@ -328,28 +339,14 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 		return nil
 	}
 
-	req := &hookapi.DecoratorRequest{Controller: c.dc, Object: obj, Attachments: hookapi.ObjectMap{}, Related: relatedMap, Finalizing: finalizing}
-	for _, rule := range c.attach {
-		req.Attachments.Init(rule.gvk)
-	}
-	for _, o := range observedList {
-		req.Attachments.Insert(version, obj.GetNamespace(), o)
-	}
+	req := c.request(obj, observedList, relatedMap, version, finalizing)
 	resp := &hookapi.DecoratorResponse{}
 	if err := caller.Call(ctx, string(obj.GetUID()), req, resp); err != nil {
 		return c.hookFailed(ctx, pk, obj, w, hookName, err)
 	}
-	desired, err := parseDesired(obj, dr.namespaced, c.attByGVK, resp.Attachments, "attachments")
+	desired, err := c.desiredAttachments(obj, dr, resp, hookName)
 	if err != nil {
-		return c.hookFailed(ctx, pk, obj, w, hookName, invalidResponse("spec.hooks."+lower(hookName), err))
-	}
-	for _, d := range desired.list() {
-		ann := d.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		ann[DecoratorAnnotation] = c.dc.Name
-		d.SetAnnotations(ann)
+		return c.hookFailed(ctx, pk, obj, w, hookName, err)
 	}
 	var parentErrs []error
 	errs := c.manage(ctx, obj, c.attach, observed, desired, w)
@@ -384,10 +381,44 @@ func (c *decorator) syncObject(ctx context.Context, pk parentKey) error {
 	return nil
 }
 
-// patchMetadata sets (or, for null values, removes) the labels and
-// annotations a decorator asked for, with a JSON merge patch of only the
-// keys that change.
-func (c *decorator) patchMetadata(ctx context.Context, obj *unstructured.Unstructured, lbls, anns map[string]*string, w writes) (*unstructured.Unstructured, error) {
+// request is the sync or finalize request for the decorated object obj
+// with its observed attachments (every declared attachment kind present)
+// and related objects, keyed for the hook's contract version.
+func (c *decorator) request(obj *unstructured.Unstructured, observed []*unstructured.Unstructured, related hookapi.ObjectMap, version mcv1a1.HookVersion, finalizing bool) *hookapi.DecoratorRequest {
+	req := &hookapi.DecoratorRequest{Controller: c.dc, Object: obj, Attachments: hookapi.ObjectMap{}, Related: related, Finalizing: finalizing}
+	for _, rule := range c.attach {
+		req.Attachments.Init(rule.gvk)
+	}
+	for _, o := range observed {
+		req.Attachments.Insert(version, obj.GetNamespace(), o)
+	}
+	return req
+}
+
+// desiredAttachments validates the attachments of a response (hookName
+// "Sync" or "Finalize") for obj, a decorated object of rule dr, and marks
+// each with DecoratorAnnotation. Errors are hook errors of reason
+// InvalidResponse naming spec.hooks.<hook> and the response entry.
+func (c *decorator) desiredAttachments(obj *unstructured.Unstructured, dr *decorated, resp *hookapi.DecoratorResponse, hookName string) (childSet, error) {
+	desired, err := parseDesired(obj, dr.namespaced, c.attByGVK, resp.Attachments, "attachments")
+	if err != nil {
+		return nil, invalidResponse("spec.hooks."+lower(hookName), err)
+	}
+	for _, d := range desired.list() {
+		ann := d.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[DecoratorAnnotation] = c.dc.Name
+		d.SetAnnotations(ann)
+	}
+	return desired, nil
+}
+
+// metadataPatch is the metadata of a JSON merge patch (RFC 7386) that sets
+// the labels and annotations a decorator asked for (null values remove the
+// key), with only the keys that change; nil when nothing changes.
+func metadataPatch(obj *unstructured.Unstructured, lbls, anns map[string]*string) map[string]any {
 	diff := func(cur map[string]string, want map[string]*string) map[string]any {
 		out := map[string]any{}
 		for k, v := range want {
@@ -409,6 +440,17 @@ func (c *decorator) patchMetadata(ctx context.Context, obj *unstructured.Unstruc
 		md["annotations"] = d
 	}
 	if len(md) == 0 {
+		return nil
+	}
+	return md
+}
+
+// patchMetadata sets (or, for null values, removes) the labels and
+// annotations a decorator asked for, with a JSON merge patch of only the
+// keys that change.
+func (c *decorator) patchMetadata(ctx context.Context, obj *unstructured.Unstructured, lbls, anns map[string]*string, w writes) (*unstructured.Unstructured, error) {
+	md := metadataPatch(obj, lbls, anns)
+	if md == nil {
 		return obj, nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": md})

@@ -106,10 +106,38 @@ func (r *related) rules(ctx context.Context, pk parentKey, parent *unstructured.
 	}
 	r.e.mu.Unlock()
 	var resp hookapi.CustomizeResponse
-	if err := r.hook.Call(ctx, string(parent.GetUID()), &hookapi.CustomizeRequest{Controller: r.controller, Parent: parent}, &resp); err != nil {
+	if err := r.hook.Call(ctx, string(parent.GetUID()), r.request(parent), &resp); err != nil {
 		return nil, err
 	}
-	parentNS := parent.GetNamespace()
+	out, err := r.parse(&resp, parent.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	for _, rule := range out {
+		if err := r.ensureWatch(ctx, rule.res.gvk); err != nil {
+			return nil, err
+		}
+		if rule.nsSel != nil {
+			if err := r.ensureWatch(ctx, namespaceGVK); err != nil {
+				return nil, err
+			}
+		}
+	}
+	r.e.mu.Lock()
+	st.customizeKey, st.related = key, out
+	r.e.mu.Unlock()
+	return out, nil
+}
+
+// request is the customize request for parent.
+func (r *related) request(parent *unstructured.Unstructured) *hookapi.CustomizeRequest {
+	return &hookapi.CustomizeRequest{Controller: r.controller, Parent: parent}
+}
+
+// parse resolves and checks the rules of a customize answer for a parent in
+// namespace parentNS ("" when cluster-scoped). Errors are hook errors of
+// reason InvalidResponse naming relatedResources[i].
+func (r *related) parse(resp *hookapi.CustomizeResponse, parentNS string) ([]relatedRule, error) {
 	var out []relatedRule
 	for i, rr := range resp.RelatedResourceRules {
 		path := fmt.Sprintf("relatedResources[%d]", i)
@@ -146,19 +174,8 @@ func (r *related) rules(ctx context.Context, pk parentKey, parent *unstructured.
 		if err := relatedScope(&rule, r.version, parentNS, path); err != nil {
 			return nil, invalidResponse("customize", err)
 		}
-		if err := r.ensureWatch(ctx, res.gvk); err != nil {
-			return nil, err
-		}
-		if rule.nsSel != nil {
-			if err := r.ensureWatch(ctx, namespaceGVK); err != nil {
-				return nil, err
-			}
-		}
 		out = append(out, rule)
 	}
-	r.e.mu.Lock()
-	st.customizeKey, st.related = key, out
-	r.e.mu.Unlock()
 	return out, nil
 }
 
@@ -215,6 +232,18 @@ func (r *related) onEvent(gvk schema.GroupVersionKind, old, obj *unstructured.Un
 }
 
 func (r *related) matchesLocked(rule *relatedRule, o *unstructured.Unstructured) bool {
+	return rule.matches(o, func(name string) *unstructured.Unstructured {
+		w := r.watches[namespaceGVK]
+		if w == nil {
+			return nil
+		}
+		return w.index.get(types.NamespacedName{Name: name})
+	})
+}
+
+// matches reports whether the rule selects o; namespace looks up a
+// Namespace by name (nil when there is none), for namespaceSelector.
+func (rule *relatedRule) matches(o *unstructured.Unstructured, namespace func(name string) *unstructured.Unstructured) bool {
 	if rule.namespace != "" && o.GetNamespace() != rule.namespace {
 		return false
 	}
@@ -225,11 +254,7 @@ func (r *related) matchesLocked(rule *relatedRule, o *unstructured.Unstructured)
 		return false
 	}
 	if rule.nsSel != nil {
-		w := r.watches[namespaceGVK]
-		if w == nil {
-			return false
-		}
-		ns := w.index.get(types.NamespacedName{Name: o.GetNamespace()})
+		ns := namespace(o.GetNamespace())
 		if ns == nil || !rule.nsSel.Matches(labels.Set(ns.GetLabels())) {
 			return false
 		}

@@ -53,17 +53,8 @@ func (w writes) deleted(o *unstructured.Unstructured) { w[refOf(o)] = deletedRV 
 //
 // It returns the object as written (parent when there was no write).
 func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructured, status map[string]any, observedGeneration bool, w writes) (*unstructured.Unstructured, error) {
-	if status == nil {
-		return parent, nil
-	}
-	next := runtime.DeepCopyJSON(status)
-	if observedGeneration {
-		next["observedGeneration"] = parent.GetGeneration()
-	}
-	// An absent status and an empty one differ: a hook that answers
-	// status {} for an object without one gets it written.
-	cur, has := parent.Object["status"].(map[string]any)
-	if has && apply.Equal(cur, next) {
+	next, write := statusToWrite(parent, status, observedGeneration)
+	if !write {
 		return parent, nil
 	}
 	obj := parent.DeepCopy()
@@ -74,6 +65,28 @@ func (e *engine) writeStatus(ctx context.Context, parent *unstructured.Unstructu
 	w.update(parent, obj)
 	writesTotal.WithLabelValues(e.name, "status").Inc()
 	return obj, nil
+}
+
+// statusToWrite is the status writeStatus writes for parent: status plus,
+// with observedGeneration, the parent's metadata.generation as
+// status.observedGeneration; write is false when status is nil (left
+// alone) or equals the current one (an absent status and an empty one
+// differ).
+func statusToWrite(parent *unstructured.Unstructured, status map[string]any, observedGeneration bool) (next map[string]any, write bool) {
+	if status == nil {
+		return nil, false
+	}
+	next = runtime.DeepCopyJSON(status)
+	if observedGeneration {
+		next["observedGeneration"] = parent.GetGeneration()
+	}
+	// An absent status and an empty one differ: a hook that answers
+	// status {} for an object without one gets it written.
+	cur, has := parent.Object["status"].(map[string]any)
+	if has && apply.Equal(cur, next) {
+		return nil, false
+	}
+	return next, true
 }
 
 // updateStatus writes obj's status through the status subresource, falling
