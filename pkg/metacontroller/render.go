@@ -99,9 +99,10 @@ type RenderResult struct {
 // cluster. Inputs are applied in order (a later object with the same
 // kind, namespace and name replaces an earlier one); objects of a
 // namespaced kind without a namespace go to "default", and every object
-// that a controller syncs as parent and has no metadata.uid gets a made-up
-// one (a hash of its kind, namespace and name) and metadata.generation 1,
-// as an API server would set them. Kinds and their resources and scopes
+// that a controller syncs as parent (or decorates) and has no metadata.uid
+// gets a made-up one (a hash of its kind, namespace and name), and a
+// CompositeController's parent without metadata.generation gets 1, as an
+// API server would set them. Kinds and their resources and scopes
 // come from the built-in Kubernetes kinds, the CustomResourceDefinitions
 // among inputs, and the kinds of inputs (taken as namespaced and
 // pluralised as controller-gen does).
@@ -187,6 +188,9 @@ type renderer struct {
 	syncs map[string]int
 	// failed: "<controller>|<parent>" whose sync failed (not retried).
 	failed map[string]bool
+	// assumed: "<controller>|<object>" given the controller's finalizer
+	// because it was deleted.
+	assumed map[string]bool
 	// customized caches the related rules per "<controller>|<uid>/<generation>".
 	customized map[string][]relatedRule
 }
@@ -409,10 +413,11 @@ func (r *renderer) remove(o *unstructured.Unstructured) {
 	}
 }
 
-// asParent gives o, about to be synced as a parent, the uid and generation
-// an API server would have set.
-func (r *renderer) asParent(o *unstructured.Unstructured) *unstructured.Unstructured {
-	if o.GetUID() != "" && o.GetGeneration() != 0 {
+// asParent gives o, about to be synced as a parent, the uid and (with
+// generation, for a CompositeController's parent, whose status records
+// observedGeneration) the generation an API server would have set.
+func (r *renderer) asParent(o *unstructured.Unstructured, generation bool) *unstructured.Unstructured {
+	if o.GetUID() != "" && (o.GetGeneration() != 0 || !generation) {
 		return o
 	}
 	o = o.DeepCopy()
@@ -422,7 +427,7 @@ func (r *renderer) asParent(o *unstructured.Unstructured) *unstructured.Unstruct
 		h := fmt.Sprintf("%x", sum[:16])
 		o.SetUID(types.UID(h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]))
 	}
-	if o.GetGeneration() == 0 {
+	if generation && o.GetGeneration() == 0 {
 		o.SetGeneration(1)
 	}
 	r.store[refOf(o)] = o
@@ -532,7 +537,9 @@ func (r *renderer) relatedObjects(ctx context.Context, rel *related, name string
 		r.customized[key] = rules
 	}
 	m := hookapi.ObjectMap{}
-	ns := func(n string) *unstructured.Unstructured { return r.store[objRef{gvk: namespaceGVK, NamespacedName: types.NamespacedName{Name: n}}] }
+	ns := func(n string) *unstructured.Unstructured {
+		return r.store[objRef{gvk: namespaceGVK, NamespacedName: types.NamespacedName{Name: n}}]
+	}
 	for i := range rules {
 		rule := &rules[i]
 		m.Init(rule.res.gvk)
@@ -561,6 +568,21 @@ func (r *renderer) call(ctx context.Context, caller hook.Caller, ctl, hookName s
 		return false, fmt.Errorf("%s %s: the hook's answers did not settle within %d syncs (each changed what the next one observes)", parent.GetKind(), describe(parent), r.opts.MaxSyncs)
 	}
 	return false, caller.Call(ctx, string(parent.GetUID()), req, resp)
+}
+
+// assume reports whether the finalizer of controller ctl is to be
+// assumed on o, a deleted object: the first time only (once removed, it
+// stays removed).
+func (r *renderer) assume(ctl string, o *unstructured.Unstructured) bool {
+	key := ctl + "|" + refOf(o).String()
+	if r.assumed[key] {
+		return false
+	}
+	if r.assumed == nil {
+		r.assumed = map[string]bool{}
+	}
+	r.assumed[key] = true
+	return true
 }
 
 func (r *renderer) markFailed(key string) bool {
@@ -600,7 +622,7 @@ func (c *composite) renderSync(ctx context.Context, r *renderer, parent *unstruc
 	deleting := parent.GetDeletionTimestamp() != nil
 	matches := c.parentSel.Matches(labels.Set(parent.GetLabels()))
 	hasFin := slices.Contains(parent.GetFinalizers(), c.finalizer)
-	if deleting && matches && !hasFin && c.finHook != nil {
+	if deleting && matches && !hasFin && c.finHook != nil && r.assume(c.name, parent) {
 		// The manager put the finalizer on the parent while it lived.
 		parent = parent.DeepCopy()
 		parent.SetFinalizers(append(parent.GetFinalizers(), c.finalizer))
@@ -610,7 +632,7 @@ func (c *composite) renderSync(ctx context.Context, r *renderer, parent *unstruc
 	if !matches && !hasFin {
 		return false, nil
 	}
-	parent = r.asParent(parent)
+	parent = r.asParent(parent, true)
 	r.touched[refOf(parent)] = true
 	finalizing := (deleting || !matches) && hasFin && c.finHook != nil
 	wrote := false
@@ -719,7 +741,7 @@ func (c *decorator) renderSync(ctx context.Context, r *renderer, dr *decorated, 
 	matches := dr.matches(obj)
 	hasFin := slices.Contains(obj.GetFinalizers(), c.finalizer)
 	deleting := obj.GetDeletionTimestamp() != nil
-	if deleting && matches && !hasFin && c.finHook != nil {
+	if deleting && matches && !hasFin && c.finHook != nil && r.assume(c.name, obj) {
 		// The manager put the finalizer on the object while it lived.
 		obj = obj.DeepCopy()
 		obj.SetFinalizers(append(obj.GetFinalizers(), c.finalizer))
@@ -742,7 +764,7 @@ func (c *decorator) renderSync(ctx context.Context, r *renderer, dr *decorated, 
 	case !finalizing && hasFin:
 		obj, wrote = r.setFinalizer(obj, c.finalizer, false)
 	}
-	obj = r.asParent(obj)
+	obj = r.asParent(obj, false)
 	r.touched[refOf(obj)] = true
 	if !finalizing && c.syncHook == nil {
 		return wrote, nil
