@@ -55,6 +55,14 @@ type OfflineOptions struct {
 	// a status is written with its object. dctl eval passes
 	// InputStatusSubresource of its inputs.
 	StatusSubresource func(gvk schema.GroupVersionKind) bool
+	// WrapClient, when set, returns the client the controllers read and
+	// write targets through, given the run's store client (which the
+	// StatusSubresource above configures): it must read from and write
+	// to that store, so the run sees its own writes. Nil: the offline
+	// client (the store with the API server's namespace rule). dctl diff
+	// passes one that turns each write into the API server's dry-run
+	// request and stores its answer.
+	WrapClient func(store controller.StoreClient) controller.Client
 }
 
 // KnownVersions are the preferred versions of common Kubernetes kinds' groups,
@@ -121,10 +129,14 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 				continue
 			}
 			opName := op.Name
+			var cl controller.Client = offlineClient{StoreClient: controller.StoreClient{Store: o.Store, StatusSubresource: opts.StatusSubresource}, applier: appliers(spec)}
+			if opts.WrapClient != nil {
+				cl = opts.WrapClient(controller.StoreClient{Store: o.Store, StatusSubresource: opts.StatusSubresource})
+			}
 			copts := controller.Options{
 				Operator:        op.Name,
 				Index:           i,
-				Client:          offlineClient{StoreClient: controller.StoreClient{Store: o.Store, StatusSubresource: opts.StatusSubresource}, applier: appliers(spec)},
+				Client:          cl,
 				ResolveVersion:  o.resolveVersion,
 				Logger:          opts.Logger,
 				MaxDeltaEntries: maxDeltaEntries(op, opts.MaxDeltaEntries),
@@ -391,6 +403,58 @@ func (o *Offline) busiest(before []int64) string {
 	return strings.Join(names, ", ")
 }
 
+// OfflineConflict is an object a target of the run leaves alone because
+// another controller owns it (controller.Target.Conflicts).
+type OfflineConflict struct {
+	Operator, Controller string
+	// Path is the target's spec path, GVK its kind.
+	Path string
+	GVK  schema.GroupVersionKind
+	controller.OwnerConflict
+}
+
+// Conflicts returns the owner conflicts of every target of the run, in
+// the order of operators, controllers, targets, then keys.
+func (o *Offline) Conflicts() []OfflineConflict {
+	var out []OfflineConflict
+	for _, c := range o.controllers {
+		for _, t := range c.Targets() {
+			for _, oc := range t.Conflicts() {
+				out = append(out, OfflineConflict{Operator: c.operator, Controller: c.Name(), Path: t.Path, GVK: t.GVK, OwnerConflict: oc})
+			}
+		}
+	}
+	return out
+}
+
+// SourceKinds returns the distinct source kinds of all controllers, sorted
+// by apiVersion then kind (views included: IsViewGroup tells them apart).
+func (o *Offline) SourceKinds() []schema.GroupVersionKind {
+	seen := map[schema.GroupVersionKind]bool{}
+	var out []schema.GroupVersionKind
+	for _, c := range o.controllers {
+		for _, s := range c.Sources() {
+			if g := s.GVK; !seen[g] {
+				seen[g] = true
+				out = append(out, g)
+			}
+		}
+	}
+	sortKinds(out)
+	return out
+}
+
+// sortKinds sorts gvks by apiVersion, then kind.
+func sortKinds(gvks []schema.GroupVersionKind) {
+	sort.Slice(gvks, func(i, j int) bool {
+		ai, aj := gvks[i].GroupVersion().String(), gvks[j].GroupVersion().String()
+		if ai != aj {
+			return ai < aj
+		}
+		return gvks[i].Kind < gvks[j].Kind
+	})
+}
+
 // TargetKinds returns the distinct target kinds of all controllers, sorted
 // by apiVersion then kind.
 func (o *Offline) TargetKinds() []schema.GroupVersionKind {
@@ -404,13 +468,7 @@ func (o *Offline) TargetKinds() []schema.GroupVersionKind {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		ai, aj := out[i].GroupVersion().String(), out[j].GroupVersion().String()
-		if ai != aj {
-			return ai < aj
-		}
-		return out[i].Kind < out[j].Kind
-	})
+	sortKinds(out)
 	return out
 }
 
