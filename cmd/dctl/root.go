@@ -13,6 +13,8 @@ import (
 type exitError struct {
 	code int
 	err  error
+	// quiet: Execute prints nothing (the command's output says it all).
+	quiet bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -31,6 +33,7 @@ controllers whose logic is a pipeline over the objects they watch.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newEvalCommand())
+	root.AddCommand(newDiffCommand())
 	root.AddCommand(newStartCommand())
 	root.AddCommand(newRunCommand())
 	root.AddCommand(newStatusCommand())
@@ -78,11 +81,14 @@ func Execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintf(stderr, "Error: %v\n", err)
 		var ee *exitError
 		if errors.As(err, &ee) {
+			if !ee.quiet {
+				fmt.Fprintf(stderr, "Error: %v\n", err)
+			}
 			return ee.code
 		}
+		fmt.Fprintf(stderr, "Error: %v\n", err)
 		return 1
 	}
 	return 0

@@ -1,0 +1,351 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcontroller/dcontroller/pkg/diff"
+	"github.com/dcontroller/dcontroller/pkg/operator"
+)
+
+// diffOperator is the operator the dctl diff tests edit: an Updater
+// (through a view), a Patcher and an Applier, all of ConfigMaps in
+// e2e-diff. Each %s is replaced by the version's part.
+const diffOperatorTmpl = `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: diff-op
+spec:
+  controllers:
+    - name: view
+      sources:
+        - {apiGroup: "", kind: ConfigMap, namespace: e2e-diff, labelSelector: {matchLabels: {role: src}}}
+      pipeline:
+%[1]s
+      target: {kind: Src}
+    - name: copy
+      sources: [{kind: Src}]
+      pipeline:
+        "@project":
+          metadata:
+            name: {"@concat": ["$.metadata.name", "-copy"]}
+            namespace: "$.metadata.namespace"
+          data: %[2]s
+      target: {apiGroup: "", kind: ConfigMap}
+    - name: mark
+      sources:
+        - {apiGroup: "", kind: ConfigMap, namespace: e2e-diff, labelSelector: {matchLabels: {role: src}}}
+      pipeline:
+        "@project":
+          metadata:
+            name: "$.metadata.name"
+            namespace: "$.metadata.namespace"
+            annotations: %[3]s
+      target: {apiGroup: "", kind: ConfigMap, type: Patcher}
+    - name: apply
+      sources: [{kind: Src}]
+      pipeline:
+        - "@select": {"@eq": ["$.metadata.name", "a"]}
+        - "@project":
+            metadata:
+              name: "applied"
+              namespace: "$.metadata.namespace"
+            data: %[4]s
+      target: {apiGroup: "", kind: ConfigMap, type: Applier}
+%[5]s`
+
+// diffOperatorV1 and diffOperatorV2: the edit drops source c from the
+// view (c-copy is deleted), changes the copies' data, replaces a
+// Patcher's annotation (its old one goes), drops a field of the applied
+// object (server-side apply removes it) and adds a controller whose
+// target is created.
+var (
+	diffOperatorV1 = fmt.Sprintf(diffOperatorTmpl,
+		`        "@select": true`,
+		`{tier: "$.data.tier", version: "1"}`,
+		`{seen: "v1", old: "yes"}`,
+		`{k: "v1", old: "yes"}`, "")
+	diffOperatorV2 = fmt.Sprintf(diffOperatorTmpl,
+		`        "@select": {"@neq": ["$.metadata.name", "c"]}`,
+		`{tier: "$.data.tier", version: "2"}`,
+		`{seen: "v2"}`,
+		`{k: "v2"}`,
+		`    - name: extra
+      sources: [{kind: Src}]
+      pipeline:
+        - "@select": {"@eq": ["$.metadata.name", "a"]}
+        - "@project":
+            metadata: {name: "a-extra", namespace: "$.metadata.namespace"}
+            data: {from: "$.metadata.name"}
+      target: {apiGroup: "", kind: ConfigMap}
+`)
+)
+
+// requestCounter counts the requests of a rest.Config by method, and the
+// non-GET ones without dryRun=All.
+type requestCounter struct {
+	mu       sync.Mutex
+	byMethod map[string]int
+	writes   []string // non-GET requests that are not dry-run
+	dryRuns  int
+}
+
+func (c *requestCounter) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			c.mu.Lock()
+			c.byMethod[r.Method]++
+			if r.Method != http.MethodGet {
+				// A DELETE carries its options (dryRun) in its body.
+				dry := r.URL.Query().Get("dryRun") == "All"
+				if r.Method == http.MethodDelete && r.Body != nil {
+					b, err := io.ReadAll(r.Body)
+					if err != nil {
+						c.mu.Unlock()
+						return nil, err
+					}
+					r.Body = io.NopCloser(bytes.NewReader(b))
+					dry = bytes.Contains(b, []byte(`"dryRun":["All"]`))
+				}
+				if dry {
+					c.dryRuns++
+				} else {
+					c.writes = append(c.writes, r.Method+" "+r.URL.String())
+				}
+			}
+			c.mu.Unlock()
+			return rt.RoundTrip(r)
+		})
+	}
+	return cfg
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// diffConfigMaps returns the ConfigMaps of e2e-diff, as diff compares
+// them (diff.Compared), by name.
+func diffConfigMaps(t *testing.T) (map[string]map[string]any, map[string]string) {
+	t.Helper()
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion("v1")
+	l.SetKind("ConfigMapList")
+	if err := k8sClient.List(context.Background(), l, client.InNamespace("e2e-diff")); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	rvs := map[string]string{}
+	for _, u := range l.Items {
+		out[u.GetName()] = diff.Compared(u.Object)
+		rvs[u.GetName()] = u.GetResourceVersion()
+	}
+	return out, rvs
+}
+
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runDctlCode runs dctl and returns stdout, stderr and the exit status.
+func runDctlCode(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(dctlBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), errb.String(), 0
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitCode()
+	default:
+		t.Fatal(err)
+		return "", "", -1
+	}
+}
+
+// TestDiffPreviewsOperatorEdit: with diff-op running, dctl diff of its
+// edited version names exactly the objects that change once the edit is
+// applied (created, updated, deleted), and each object ends as the diff
+// says (the fields the API server manages aside); the diff sends no write
+// but dry-run requests, and leaves every object's resourceVersion as it
+// was. Once applied, a diff of the same version finds no difference
+// (exit 0).
+func TestDiffPreviewsOperatorEdit(t *testing.T) {
+	startManager(t)
+	mustKubectl(t, "", "create", "namespace", "e2e-diff")
+	for _, cm := range []struct{ name, tier string }{{"a", "gold"}, {"b", "silver"}, {"c", "bronze"}} {
+		mustKubectl(t, "", "-n", "e2e-diff", "create", "configmap", cm.name, "--from-literal=tier="+cm.tier)
+		mustKubectl(t, "", "-n", "e2e-diff", "label", "configmap", cm.name, "role=src")
+	}
+	mustKubectl(t, diffOperatorV1, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		cms, _ := diffConfigMaps(t)
+		for _, n := range []string{"a-copy", "b-copy", "c-copy", "applied"} {
+			if cms[n] == nil {
+				return n + " missing"
+			}
+		}
+		for _, n := range []string{"a", "b", "c"} {
+			if a, _, _ := unstructured.NestedString(cms[n], "metadata", "annotations", "seen"); a != "v1" {
+				return n + " not marked"
+			}
+		}
+		return ""
+	})
+	// Settled: nothing changes any more.
+	var before map[string]map[string]any
+	var rvBefore map[string]string
+	eventually(t, 20*time.Second, func() string {
+		b1, r1 := diffConfigMaps(t)
+		time.Sleep(time.Second)
+		b2, r2 := diffConfigMaps(t)
+		if !reflect.DeepEqual(r1, r2) {
+			return "still changing"
+		}
+		before, rvBefore = b2, r2
+		_ = b1
+		return ""
+	})
+
+	ops, err := operator.DecodeOperators(strings.NewReader(diffOperatorV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &requestCounter{byMethod: map[string]int{}}
+	res, err := diff.Run(context.Background(), diff.Options{Config: rc.wrap(restConfig), Operators: ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) > 0 || len(res.Conflicts) > 0 {
+		t.Fatalf("errors %v conflicts %v", res.Errors, res.Conflicts)
+	}
+	if len(rc.writes) > 0 {
+		t.Errorf("diff sent requests that are not dry-run: %v", rc.writes)
+	}
+	if rc.dryRuns == 0 || rc.dryRuns != res.DryRuns {
+		t.Errorf("dry-run requests: counted %d, diff says %d", rc.dryRuns, res.DryRuns)
+	}
+	t.Logf("requests %v, dry-run %d, objects listed %d", rc.byMethod, rc.dryRuns, res.Listed)
+	if _, rvs := diffConfigMaps(t); !reflect.DeepEqual(rvs, rvBefore) {
+		t.Errorf("resourceVersions changed during diff: %v, before %v", rvs, rvBefore)
+	}
+
+	claims := map[string]diff.Change{}
+	var names []string
+	for _, ch := range res.Changes {
+		if ch.GVK.Kind != "ConfigMap" || ch.Key.Namespace != "e2e-diff" {
+			t.Errorf("unexpected change %s %s %s", ch.Action, ch.GVK, ch.Key)
+			continue
+		}
+		claims[ch.Key.Name] = ch
+		names = append(names, string(ch.Action)+" "+ch.Key.Name)
+	}
+	sort.Strings(names)
+	want := []string{"create a-extra", "delete c-copy", "update a", "update a-copy", "update applied", "update b", "update b-copy", "update c"}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("changes %v, want %v", names, want)
+	}
+
+	// The CLI prints the same, kubectl diff style, exit status 1.
+	v2file := writeTemp(t, "v2.yaml", diffOperatorV2)
+	out, stderr, code := runDctlCode(t, []string{"KUBECONFIG=" + kubeconfig}, "diff", "-f", v2file)
+	if code != 1 {
+		t.Errorf("dctl diff: exit %d, want 1; stderr %s", code, stderr)
+	}
+	t.Logf("dctl diff:\n%s", out)
+	for _, w := range []string{
+		"diff -u -N live/v1.ConfigMap.e2e-diff.c-copy merged/v1.ConfigMap.e2e-diff.c-copy\n",
+		"--- live/v1.ConfigMap.e2e-diff.a-extra\n+++ merged/v1.ConfigMap.e2e-diff.a-extra\n@@ -0,0 +1,",
+		"-  version: \"1\"\n+  version: \"2\"\n",
+		"-  old: \"yes\"\n",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("dctl diff output lacks %q:\n%s", w, out)
+		}
+	}
+
+	// Apply the edit: every object ends as the diff said, no other changes.
+	mustKubectl(t, diffOperatorV2, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		after, _ := diffConfigMaps(t)
+		var bad []string
+		for n := range union(before, after) {
+			ch, claimed := claims[n]
+			switch {
+			case !claimed && !reflect.DeepEqual(before[n], after[n]):
+				bad = append(bad, fmt.Sprintf("%s changed but the diff did not say: %v -> %v", n, before[n], after[n]))
+			case claimed && !reflect.DeepEqual(ch.Merged, after[n]):
+				bad = append(bad, fmt.Sprintf("%s: diff said %v, is %v", n, ch.Merged, after[n]))
+			}
+		}
+		return strings.Join(bad, "; ")
+	})
+
+	out, stderr, code = runDctlCode(t, []string{"KUBECONFIG=" + kubeconfig}, "diff", "-f", v2file)
+	if code != 0 || out != "" {
+		t.Errorf("dctl diff after applying: exit %d, output %q, stderr %s", code, out, stderr)
+	}
+}
+
+func union(a, b map[string]map[string]any) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+// TestDiffErrors: a cluster that cannot be reached and an operator file
+// that does not compile end dctl diff with exit status 2 and a message
+// naming the server, or the file and the spec path.
+func TestDiffErrors(t *testing.T) {
+	good := writeTemp(t, "good.yaml", diffOperatorV1)
+	unreachable := writeTemp(t, "kubeconfig", `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`)
+	_, stderr, code := runDctlCode(t, nil, "diff", "--kubeconfig", unreachable, "-f", good)
+	if code != 2 || !strings.Contains(stderr, "cannot reach the cluster at https://127.0.0.1:1") {
+		t.Errorf("unreachable cluster: exit %d, stderr %s", code, stderr)
+	}
+
+	bad := writeTemp(t, "bad.yaml", strings.Replace(diffOperatorV1, `"@concat"`, `"@frobnicate"`, 1))
+	_, stderr, code = runDctlCode(t, []string{"KUBECONFIG=" + kubeconfig}, "diff", "-f", bad)
+	if code != 2 || !strings.Contains(stderr, bad+": ") || !strings.Contains(stderr, "spec.controllers[1].pipeline") ||
+		!strings.Contains(stderr, "@frobnicate") {
+		t.Errorf("bad operator: exit %d, stderr %s", code, stderr)
+	}
+}
