@@ -57,7 +57,8 @@ var (
 // rgdFuzzShapes: a Deployment with readyWhen and a Service that depends on
 // it, the status from both (dependencies, readiness, status fields); an
 // Ingress behind includeWhen; a two-dimensional forEach read by a
-// resource; an externalRef by name; an externalRef by selector.
+// resource; a chain of three (ConfigMap, Deployment, Service) for the
+// deletion order; an externalRef by name; an externalRef by selector.
 var rgdFuzzShapes = []rgdFuzzShape{
 	{file: "webapp-status", kind: "WebApp",
 		spec: func(f *rgdFuzzBytes, name string) map[string]any {
@@ -100,6 +101,10 @@ var rgdFuzzShapes = []rgdFuzzShape{
 				spec["tiers"] = []any{}
 			}
 			return spec
+		}},
+	{file: "chain", kind: "Chain",
+		spec: func(f *rgdFuzzBytes, name string) map[string]any {
+			return map[string]any{"name": name + []string{"", "-x"}[f.pick(2)]}
 		}},
 	{file: "external", kind: "ConfiguredApp",
 		spec: func(f *rgdFuzzBytes, name string) map[string]any {
@@ -195,7 +200,7 @@ func decodeRGDFuzz(t *testing.T, data []byte, ops map[string]*opv1a1.Operator) *
 		return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
 	}
 	record := func(u *unstructured.Unstructured) {
-		if u.GetDeletionTimestamp() != nil {
+		if u.GetDeletionTimestamp() != nil && len(u.GetFinalizers()) == 0 {
 			delete(fc.final, id(u))
 		} else {
 			fc.final[id(u)] = u
@@ -217,11 +222,25 @@ func decodeRGDFuzz(t *testing.T, data []byte, ops map[string]*opv1a1.Operator) *
 		u.SetNamespace(fmt.Sprintf("ns%d", f.pick(2)))
 		u.SetName(fmt.Sprintf("i%d", f.pick(3)))
 		u.SetUID(types.UID("uid-" + u.GetNamespace() + "-" + u.GetName()))
-		if fc.final[id(u)] != nil && b%4 == 2 {
+		// A deletion first sets the deletionTimestamp, held by the
+		// instance finalizer (the spec stays); the next one removes the
+		// finalizer, and the instance goes. An update of an instance
+		// being deleted keeps both, as the API server does.
+		old := fc.final[id(u)]
+		switch {
+		case old != nil && b%4 == 2 && old.GetDeletionTimestamp() == nil:
 			now := metav1.Now()
 			u.SetDeletionTimestamp(&now)
-		} else {
+			u.SetFinalizers([]string{InstanceFinalizer})
+			u.Object["spec"] = old.Object["spec"]
+		case old != nil && b%4 == 2:
+			u.SetDeletionTimestamp(old.GetDeletionTimestamp())
+		default:
 			u.Object["spec"] = shape.spec(f, u.GetName())
+			if old != nil && old.GetDeletionTimestamp() != nil {
+				u.SetDeletionTimestamp(old.GetDeletionTimestamp())
+				u.SetFinalizers(old.GetFinalizers())
+			}
 		}
 		record(u)
 		return rgdFuzzStep{instance: u}
@@ -294,7 +313,7 @@ func (r *rgdFuzzRun) put(u *unstructured.Unstructured) {
 	switch {
 	case err != nil && !apierrors.IsNotFound(err):
 		r.t.Fatal(err)
-	case u.GetDeletionTimestamp() != nil:
+	case u.GetDeletionTimestamp() != nil && len(u.GetFinalizers()) == 0:
 		if err == nil {
 			if err := r.store.Delete(u.GroupVersionKind(), key); err != nil {
 				r.t.Fatal(err)
@@ -438,7 +457,9 @@ func loadRGDFuzzOperators(t testing.TB) map[string]*opv1a1.Operator {
 }
 
 // FuzzRGDIncremental checks the controller invariant for compiled RGDs:
-// after random sequences of instance creates, updates and deletes,
+// after random sequences of instance creates, updates and deletes (first
+// a deletionTimestamp held by the instance finalizer, the resources
+// going dependents first, then the instance itself),
 // dependency status changes (a Deployment's available replicas, which its
 // readyWhen reads), external objects that appear, change and go, resyncs
 // and restarts (changes made while stopped), every resource and every

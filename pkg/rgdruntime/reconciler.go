@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -87,7 +89,11 @@ type Reconciler struct {
 	// whose buckets hold its compiled Operator's name (rgd.OperatorName);
 	// only that member writes its CRD and status. nil: every RGD runs here.
 	Ring *sharding.Ring
+	// Config is the REST config of the instance informers that keep
+	// InstanceFinalizer; nil: the manager's.
+	Config *rest.Config
 
+	meta  metadata.Interface
 	ctx   context.Context
 	kicks chan event.GenericEvent
 	mu    sync.Mutex
@@ -97,6 +103,9 @@ type Reconciler struct {
 	// compiled holds each RGD's last compile, by name, so that the
 	// periodic status refresh does not compile again.
 	compiled map[string]compileResult
+	// guards keep InstanceFinalizer on each running RGD's instances, by
+	// RGD name.
+	guards map[string]*instanceGuard
 }
 
 // compileResult is the Compile of one generation of one RGD.
@@ -138,6 +147,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	if r.Config == nil {
+		r.Config = mgr.GetConfig()
+	}
+	meta, err := newMetadataClient(r.Config)
+	if err != nil {
+		return fmt.Errorf("the metadata client of the instance finalizers: %w", err)
+	}
+	r.meta = meta
 	r.Ring.OnChange(r.onReshard)
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if n := o.GetLabels()[LabelRGDName]; n != "" {
@@ -349,6 +366,7 @@ func (r *Reconciler) run(ctx context.Context, g *krov1a1.ResourceGraphDefinition
 	gen := g.Generation
 	if c.Operator == nil {
 		r.stop(g.Name, false)
+		r.stopGuard(g.Name, false)
 		setCondition(&st.Conditions, krov1a1.ConditionControllerReady, metav1.ConditionFalse, ReasonNotCompiled,
 			"the resources of a ResourceGraphDefinition are not compiled into controllers by this version of the manager; the instance kind is served, no instance is reconciled", gen, now)
 		return true
@@ -357,6 +375,7 @@ func (r *Reconciler) run(ctx context.Context, g *krov1a1.ResourceGraphDefinition
 	op.Generation = gen
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: op.Name}, &opv1a1.Operator{}); err == nil {
 		r.stop(g.Name, false)
+		r.stopGuard(g.Name, false)
 		setCondition(&st.Conditions, krov1a1.ConditionControllerReady, metav1.ConditionFalse, ReasonNameConflict,
 			fmt.Sprintf("an Operator object is named %q, the name this ResourceGraphDefinition's controllers run under; rename or delete it", op.Name), gen, now)
 		return true
@@ -375,6 +394,7 @@ func (r *Reconciler) run(ctx context.Context, g *krov1a1.ResourceGraphDefinition
 	if runCtx == nil {
 		runCtx = ctx
 	}
+	r.guard(runCtx, g.Name, c)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -411,6 +431,7 @@ func (r *Reconciler) runningName(rgdName string) string {
 // gone (targets with deletionPolicy Orphan then remove their marks), not
 // handed to another member or replaced.
 func (r *Reconciler) stop(rgdName string, deleted bool) {
+	r.stopGuard(rgdName, deleted)
 	r.mu.Lock()
 	opName, ok := r.running[rgdName]
 	delete(r.running, rgdName)
@@ -425,6 +446,51 @@ func (r *Reconciler) stop(rgdName string, deleted bool) {
 		r.Runtime.Deleted(opName)
 	} else {
 		r.Runtime.Delete(opName)
+	}
+}
+
+// guard runs the instanceGuard of a running RGD (keeping the one that
+// runs when it guards the same kinds).
+func (r *Reconciler) guard(ctx context.Context, rgdName string, c *Compiled) {
+	if r.meta == nil || c.CRD == nil {
+		return
+	}
+	g := newInstanceGuard(rgdName, c, r.Client, r.APIReader, r.meta, r.Logger.WithValues("rgd", rgdName))
+	r.mu.Lock()
+	old := r.guards[rgdName]
+	if old != nil && old.sameAs(g) {
+		r.mu.Unlock()
+		return
+	}
+	if r.guards == nil {
+		r.guards = map[string]*instanceGuard{}
+	}
+	r.guards[rgdName] = g
+	r.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+	g.start(ctx)
+}
+
+// stopGuard stops the RGD's instanceGuard; deleted says the RGD is gone,
+// so its instances' InstanceFinalizer is removed (nobody would remove it
+// otherwise).
+func (r *Reconciler) stopGuard(rgdName string, deleted bool) {
+	r.mu.Lock()
+	g := r.guards[rgdName]
+	delete(r.guards, rgdName)
+	r.mu.Unlock()
+	if g == nil {
+		return
+	}
+	g.stop()
+	if deleted {
+		ctx := r.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		g.release(ctx)
 	}
 }
 
