@@ -10,9 +10,18 @@
 //     Operator objects, and reports their readiness into the RGD's status
 //     (the GraphAccepted, KindReady, ControllerReady and Ready conditions,
 //     state, topologicalOrder and resources), not into an Operator object;
+//   - keeps InstanceFinalizer (kro's instance finalizer) on each instance
+//     of a running RGD, by a metadata informer on the instance kind, and
+//     removes it from an instance being deleted once no object of the kinds
+//     the RGD writes carries the instance's labels: the compiled
+//     controller deletes them dependents first (pkg/rgd), the finalizer
+//     keeps the instance, and so its deletionTimestamp, visible until then.
+//     A restarted manager goes on where it was; an RGD that disappears
+//     without its cleanup releases its instances;
 //   - on deletion (the RGD carries Finalizer), keeps the CRD and the
 //     controllers while instances remain, saying so in the Ready condition,
-//     then stops the controllers, deletes the CRD and releases the RGD.
+//     then stops the controllers, releases the instance finalizers, deletes
+//     the CRD and releases the RGD.
 //
 // One RGD's failure (a compile error, a CRD the API server refuses, a CRD
 // owned by another RGD) is reported on that RGD only; the others run on.
