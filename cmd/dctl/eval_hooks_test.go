@@ -230,6 +230,15 @@ func TestEvalHooksUnreachable(t *testing.T) {
 	if strings.Contains(out, "kind: Pod\n") {
 		t.Errorf("children rendered without an answer:\n%s", out)
 	}
+	// The same through the command line: the flags and the exit status.
+	var stdout, errOut bytes.Buffer
+	code := Execute([]string{"eval", "-f", example("metacontroller-podservice", "controller.yaml"),
+		"-i", example("metacontroller-podservice", "podservice.yaml"),
+		"--hook-url", "podservice-controller=http://127.0.0.1:1", "--show-requests"}, nil, &stdout, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "# compositecontroller/podservice-controller sync hook request for PodService default/web\n") ||
+		!strings.Contains(errOut.String(), "error: controller podservice-controller: sync hook (PodService default/web): spec.hooks.sync: Unavailable: POST http://127.0.0.1:1/sync: ") {
+		t.Errorf("dctl eval exit %d, stderr:\n%s", code, errOut.String())
+	}
 }
 
 // Bad input: a hook controller mixed with an Operator, a malformed
