@@ -100,11 +100,14 @@ func (s *Store) SelectPage(gvk schema.GroupVersionKind, opts PageOptions) (Page,
 		capacity = opts.Limit + 1
 	}
 	var matched int64
+	// The namespace is checked on the key; labels and fields only when
+	// selected by (reading an object's labels copies them).
+	selects := (opts.Labels != nil && !opts.Labels.Empty()) || (opts.Fields != nil && !opts.Fields.Empty())
 	consider := func(k object.Key, obj *unstructured.Unstructured) {
 		if opts.Start != nil && keyLess(k, *opts.Start) {
 			return
 		}
-		if !opts.Matches(obj) {
+		if selects && !opts.Matches(obj) {
 			return
 		}
 		matched++

@@ -121,3 +121,49 @@ func TestSelectPageExpired(t *testing.T) {
 		t.Errorf("current page: %+v %v", p, err)
 	}
 }
+
+// BenchmarkSelectPages: one chunked list of 100,000 objects in pages of
+// 500 (kubectl's chunk size), at the current state and at a version 10,000
+// changes old.
+func BenchmarkSelectPages(b *testing.B) {
+	const n, limit = 100_000, 500
+	s := NewStore()
+	for i := 0; i < n; i++ {
+		obj := pod(fmt.Sprintf("p%06d", i), map[string]any{"n": int64(i)})
+		if _, err := s.Create(obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	at, _ := strconv.ParseInt(s.ResourceVersion(), 10, 64)
+	for i := 0; i < 10_000; i++ {
+		if _, err := s.Update(pod(fmt.Sprintf("p%06d", i*7), map[string]any{"n": int64(-1)})); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		rv   int64
+	}{{"current", 0}, {"old", at}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				opts, total := PageOptions{ResourceVersion: c.rv, Limit: limit}, 0
+				for {
+					p, err := s.SelectPage(podGVK, opts)
+					if err != nil {
+						b.Fatal(err)
+					}
+					total += len(p.Items)
+					if !p.More {
+						break
+					}
+					last := p.Items[len(p.Items)-1]
+					opts.ResourceVersion = p.ResourceVersion
+					opts.Start = &object.Key{Namespace: last.GetNamespace(), Name: last.GetName() + "\x00"}
+				}
+				if total != n {
+					b.Fatalf("listed %d, want %d", total, n)
+				}
+			}
+		})
+	}
+}
