@@ -21,6 +21,13 @@
 // names and categories. docs/kro.md lists the markers and where the package
 // differs from kro.
 //
+// Status types (statustypes.go): as kro does, each status expression is
+// type-checked with declared types (schema from the instance's SimpleSchema
+// with ObjectMeta, a built-in kind from its Go type in k8s.io/api, a custom
+// kind dyn, a collection a list) and its CEL type becomes the status
+// field's OpenAPI schema; a field a known type lacks is an error at the
+// status field.
+//
 // Expressions (template.go, cel.go): ScanString finds kro's ${...} in a
 // string (braces balanced outside CEL string literals, ${"${VAR}"} for a
 // literal "${VAR}"); FindFields walks a template and returns each value
