@@ -63,6 +63,10 @@ type OfflineOptions struct {
 	// passes one that turns each write into the API server's dry-run
 	// request and stores its answer.
 	WrapClient func(store controller.StoreClient) controller.Client
+	// OwnerLive is the controllers' controller.Options.OwnerLive: whether
+	// the controller an owner annotation names runs (nil: every other
+	// owner does, and its objects are left alone).
+	OwnerLive func(owner string) bool
 }
 
 // KnownVersions are the preferred versions of common Kubernetes kinds' groups,
@@ -142,6 +146,7 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 				MaxDeltaEntries: maxDeltaEntries(op, opts.MaxDeltaEntries),
 				MaxObjectBytes:  opts.MaxObjectBytes,
 				EvalLimits:      opts.EvalLimits,
+				OwnerLive:       opts.OwnerLive,
 			}
 			if has := opts.StatusSubresource; has != nil {
 				copts.HasStatus = func(gvk schema.GroupVersionKind) (bool, error) { return has(gvk), nil }
