@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 	difflib "github.com/pmezard/go-difflib/difflib"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -107,10 +109,11 @@ type Result struct {
 // Run previews what applying opts.Operators would change in the cluster
 // of opts.Config; it writes nothing. Requests sent: discovery, one paged
 // list (GET, limit 500) per kind that a controller reads or writes (views
-// are not listed: they are computed), and, for each write the controllers
-// would make, its dry-run request (dryRun=All, see dryRunClient), which
-// the API server validates and answers without persisting anything. No
-// watch or informer is started.
+// are not listed: they are computed), a GET of each other Operator an
+// owner annotation on a target object names (ownerLive), and, for each
+// write the controllers would make, its dry-run request (dryRun=All, see
+// dryRunClient), which the API server validates and answers without
+// persisting anything. No watch or informer is started.
 //
 // The error is one of: the cluster cannot be reached or listed, an
 // operator does not compile (the error names the operator's file when
@@ -212,6 +215,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	log.V(1).Info("listed", "objects", res.Listed, "kinds", len(kinds))
 
 	offOpts.Store = store
+	offOpts.OwnerLive = c.ownerLive(ctx, opts.Operators)
 	offOpts.WrapClient = func(sc controller.StoreClient) controller.Client { return dryRunClient{store: sc, c: c} }
 	off, err := operator.NewOffline(opts.Operators, offOpts)
 	if err != nil {
@@ -273,6 +277,65 @@ func Compared(doc map[string]any) map[string]any {
 		delete(out, "status")
 	}
 	return out
+}
+
+// ownerLive returns the manager's rule for whether the controller an
+// owner annotation value ("<operator>/<controller>", or
+// "<operator>/<controller>/<target>") names runs once ops are applied: an
+// operator of ops runs its controllers; another one runs as long as its
+// Operator object exists, is not being deleted and has the controller
+// (read from the API server once per operator; an error other than
+// NotFound counts as running, so nothing is taken over on a doubt).
+func (c *cluster) ownerLive(ctx context.Context, ops []*opv1a1.Operator) func(string) bool {
+	running := map[string]map[string]bool{}
+	for _, op := range ops {
+		names := map[string]bool{}
+		for _, ctl := range op.Spec.Controllers {
+			names[ctl.Name] = true
+		}
+		running[op.Name] = names
+	}
+	type found struct {
+		obj *unstructured.Unstructured
+		err error
+	}
+	seen := map[string]found{}
+	return func(owner string) bool {
+		op, ctrl, ok := strings.Cut(owner, "/")
+		if !ok {
+			return false
+		}
+		short := ctrl
+		if i := strings.LastIndex(ctrl, "/"); i >= 0 {
+			short = ctrl[:i]
+		}
+		if names, ok := running[op]; ok {
+			return names[ctrl] || names[short]
+		}
+		f, ok := seen[op]
+		if !ok {
+			ri, err := c.resource(opv1a1.GroupVersion.WithKind("Operator"), "")
+			if err == nil {
+				f.obj, f.err = ri.Get(ctx, op, metav1.GetOptions{})
+			} else {
+				f.err = err
+			}
+			seen[op] = f
+		}
+		if f.err != nil {
+			return !(apierrors.IsNotFound(f.err) || meta.IsNoMatchError(f.err))
+		}
+		if f.obj.GetDeletionTimestamp() != nil {
+			return false
+		}
+		ctls, _, _ := unstructured.NestedSlice(f.obj.Object, "spec", "controllers")
+		for _, x := range ctls {
+			if m, ok := x.(map[string]any); ok && (m["name"] == ctrl || m["name"] == short) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // kindsOf returns, from discovery, the preferred version of each

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/diff"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
@@ -143,13 +144,19 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // diffConfigMaps returns the ConfigMaps of e2e-diff, as diff compares
-// them (diff.Compared), by name.
+// them (diff.Compared), by name, and their resourceVersions.
 func diffConfigMaps(t *testing.T) (map[string]map[string]any, map[string]string) {
+	t.Helper()
+	return configMapsIn(t, "e2e-diff")
+}
+
+// configMapsIn is diffConfigMaps of namespace ns.
+func configMapsIn(t *testing.T, ns string) (map[string]map[string]any, map[string]string) {
 	t.Helper()
 	l := &unstructured.UnstructuredList{}
 	l.SetAPIVersion("v1")
 	l.SetKind("ConfigMapList")
-	if err := k8sClient.List(context.Background(), l, client.InNamespace("e2e-diff")); err != nil {
+	if err := k8sClient.List(context.Background(), l, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]map[string]any{}
@@ -293,8 +300,20 @@ func TestDiffPreviewsOperatorEdit(t *testing.T) {
 
 	// Apply the edit: every object ends as the diff said, no other changes.
 	mustKubectl(t, diffOperatorV2, "apply", "-f", "-")
+	waitAsDiffSaid(t, "e2e-diff", before, claims)
+
+	out, stderr, code = runDctlCode(t, []string{"KUBECONFIG=" + kubeconfig}, "diff", "-f", v2file)
+	if code != 0 || out != "" {
+		t.Errorf("dctl diff after applying: exit %d, output %q, stderr %s", code, out, stderr)
+	}
+}
+
+// waitAsDiffSaid waits until every ConfigMap of ns is as the diff's
+// claims (by name) say, and those it did not name are as before.
+func waitAsDiffSaid(t *testing.T, ns string, before map[string]map[string]any, claims map[string]diff.Change) {
+	t.Helper()
 	eventually(t, 30*time.Second, func() string {
-		after, _ := diffConfigMaps(t)
+		after, _ := configMapsIn(t, ns)
 		var bad []string
 		for n := range union(before, after) {
 			ch, claimed := claims[n]
@@ -307,11 +326,6 @@ func TestDiffPreviewsOperatorEdit(t *testing.T) {
 		}
 		return strings.Join(bad, "; ")
 	})
-
-	out, stderr, code = runDctlCode(t, []string{"KUBECONFIG=" + kubeconfig}, "diff", "-f", v2file)
-	if code != 0 || out != "" {
-		t.Errorf("dctl diff after applying: exit %d, output %q, stderr %s", code, out, stderr)
-	}
 }
 
 func union(a, b map[string]map[string]any) map[string]bool {
@@ -348,4 +362,95 @@ current-context: c
 		!strings.Contains(stderr, "@frobnicate") {
 		t.Errorf("bad operator: exit %d, stderr %s", code, stderr)
 	}
+}
+
+// ownCopyOperator copies each ConfigMap labelled role=src in e2e-diff-own
+// to "<name>-copy" (an Updater).
+const ownCopyOperator = `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: diff-own
+spec:
+  controllers:
+    - name: copy
+      sources:
+        - {apiGroup: "", kind: ConfigMap, namespace: e2e-diff-own, labelSelector: {matchLabels: {role: src}}}
+      pipeline:
+        "@project":
+          metadata:
+            name: {"@concat": ["$.metadata.name", "-copy"]}
+            namespace: "$.metadata.namespace"
+          data: {from: "$.metadata.name"}
+      target: {apiGroup: "", kind: ConfigMap}
+`
+
+// TestDiffOwnerConflict: an object that another operator's running
+// controller owns is reported as a conflict and not changed, one whose
+// owner is gone is adopted (an update), as the manager does once the
+// operator is applied; the diff names exactly what then changes.
+func TestDiffOwnerConflict(t *testing.T) {
+	const ns = "e2e-diff-own"
+	mustKubectl(t, "", "create", "namespace", ns)
+	// diff-other exists as an Operator with a controller copy (nothing
+	// runs it here): its mark counts as a running owner's.
+	mustKubectl(t, `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata: {name: diff-other}
+spec:
+  controllers:
+    - name: copy
+      sources: [{apiGroup: "", kind: Secret, namespace: e2e-diff-none}]
+      pipeline: {"@select": true}
+      target: {apiGroup: "", kind: Secret}
+`, "apply", "-f", "-")
+	for _, n := range []string{"x", "y", "z"} {
+		mustKubectl(t, "", "-n", ns, "create", "configmap", n)
+		mustKubectl(t, "", "-n", ns, "label", "configmap", n, "role=src")
+	}
+	mustKubectl(t, "", "-n", ns, "create", "configmap", "x-copy", "--from-literal=from=other")
+	mustKubectl(t, "", "-n", ns, "annotate", "configmap", "x-copy", opv1a1.OwnerAnnotation+"=diff-other/copy")
+	mustKubectl(t, "", "-n", ns, "create", "configmap", "z-copy", "--from-literal=from=gone")
+	mustKubectl(t, "", "-n", ns, "annotate", "configmap", "z-copy", opv1a1.OwnerAnnotation+"=diff-gone/copy")
+	before, _ := configMapsIn(t, ns)
+
+	file := writeTemp(t, "own.yaml", ownCopyOperator)
+	out, stderr, code := runDctlCode(t, []string{"KUBECONFIG=" + kubeconfig}, "diff", "-f", file)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr %s", code, stderr)
+	}
+	wantConflict := `conflict: operator "diff-own": controller "copy": spec.controllers[0].target: ConfigMap e2e-diff-own/x-copy is owned by diff-other/copy`
+	if !strings.Contains(stderr, wantConflict) {
+		t.Errorf("stderr lacks %q:\n%s", wantConflict, stderr)
+	}
+	if strings.Contains(out, "x-copy") || !strings.Contains(out, "merged/v1.ConfigMap.e2e-diff-own.y-copy") ||
+		!strings.Contains(out, "+    dcontroller.io/owner: diff-own/copy") {
+		t.Errorf("output:\n%s", out)
+	}
+
+	ops, err := operator.DecodeOperators(strings.NewReader(ownCopyOperator))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := diff.Run(context.Background(), diff.Options{Config: restConfig, Operators: ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := map[string]diff.Change{}
+	var names []string
+	for _, ch := range res.Changes {
+		if ch.Key.Namespace != ns {
+			t.Errorf("unexpected change %s %s %s", ch.Action, ch.GVK, ch.Key)
+			continue
+		}
+		claims[ch.Key.Name] = ch
+		names = append(names, string(ch.Action)+" "+ch.Key.Name)
+	}
+	sort.Strings(names)
+	if want := []string{"create y-copy", "update z-copy"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("changes %v, want %v", names, want)
+	}
+
+	startManager(t)
+	mustKubectl(t, ownCopyOperator, "apply", "-f", "-")
+	waitAsDiffSaid(t, ns, before, claims)
 }
