@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -200,5 +201,88 @@ func TestDeleteHeldByDependent(t *testing.T) {
 	}
 	if st := fresh.status(); st["state"] != "DELETING" {
 		t.Errorf("state %v, want DELETING", st["state"])
+	}
+}
+
+// TestDeleteCollectionHeld: the items of a collection that a resource
+// reads are held while it exists, each only while it exists itself (an
+// item deleted by hand is not created again), and go once the reader is
+// gone.
+func TestDeleteCollectionHeld(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("testdata", "compile", "collection.rgd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compile(decodeRGD(t, string(src)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := operator.NewOffline([]*opv1a1.Operator{c.Operator}, operator.OfflineOptions{
+		Versions:          map[string]string{"kro.run/Fleet": "v1alpha1"},
+		StatusSubresource: operator.InputStatusSubresource(nil),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := off.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fleet := func(deleting bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+			"regions": []any{"us", "eu"}, "tiers": []any{"web"}}}}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "kro.run", Version: "v1alpha1", Kind: "Fleet"})
+		u.SetNamespace("ns")
+		u.SetName("f1")
+		u.SetUID("uid-f1")
+		if deleting {
+			now := metav1.Now()
+			u.SetDeletionTimestamp(&now)
+			u.SetFinalizers([]string{InstanceFinalizer})
+		}
+		return u
+	}
+	secretGVK := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	names := func(gvk schema.GroupVersionKind) []string {
+		var out []string
+		for _, u := range off.Store.List(gvk) {
+			out = append(out, u.GetName())
+		}
+		sort.Strings(out)
+		return out
+	}
+	if err := off.Apply(ctx, fleet(false)); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(configMapGVK); !reflect.DeepEqual(got, []string{"f1-eu-web", "f1-us-web"}) {
+		t.Fatalf("items %v", got)
+	}
+	// The summary, as someone else's: it stays.
+	sec, err := off.Store.Get(secretGVK, object.Key{Namespace: "ns", Name: "f1-summary"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec = sec.DeepCopy()
+	sec.SetAnnotations(nil)
+	if _, err := off.Store.Update(sec); err != nil {
+		t.Fatal(err)
+	}
+	if err := off.Apply(ctx, fleet(true)); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(configMapGVK); !reflect.DeepEqual(got, []string{"f1-eu-web", "f1-us-web"}) {
+		t.Fatalf("while the summary stays: items %v, want both", got)
+	}
+	if err := off.Delete(ctx, configMapGVK, object.Key{Namespace: "ns", Name: "f1-eu-web"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(configMapGVK); !reflect.DeepEqual(got, []string{"f1-us-web"}) {
+		t.Fatalf("after deleting one item by hand: %v, want only f1-us-web (nothing created while deleting)", got)
+	}
+	if err := off.Delete(ctx, secretGVK, object.Key{Namespace: "ns", Name: "f1-summary"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(configMapGVK); len(got) != 0 {
+		t.Fatalf("after the summary went: %v remain", got)
 	}
 }
