@@ -365,8 +365,10 @@ func apiMessage(err error) string {
 func (r *Reconciler) run(ctx context.Context, g *krov1a1.ResourceGraphDefinition, c *Compiled, st *krov1a1.ResourceGraphDefinitionStatus, now metav1.Time) bool {
 	gen := g.Generation
 	if c.Operator == nil {
+		// No controller deletes the instances' resources: their
+		// finalizer is released.
+		r.stopGuard(g.Name, true)
 		r.stop(g.Name, false)
-		r.stopGuard(g.Name, false)
 		setCondition(&st.Conditions, krov1a1.ConditionControllerReady, metav1.ConditionFalse, ReasonNotCompiled,
 			"the resources of a ResourceGraphDefinition are not compiled into controllers by this version of the manager; the instance kind is served, no instance is reconciled", gen, now)
 		return true
@@ -374,8 +376,10 @@ func (r *Reconciler) run(ctx context.Context, g *krov1a1.ResourceGraphDefinition
 	op := c.Operator.DeepCopy()
 	op.Generation = gen
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: op.Name}, &opv1a1.Operator{}); err == nil {
+		// No controller deletes the instances' resources: their
+		// finalizer is released.
+		r.stopGuard(g.Name, true)
 		r.stop(g.Name, false)
-		r.stopGuard(g.Name, false)
 		setCondition(&st.Conditions, krov1a1.ConditionControllerReady, metav1.ConditionFalse, ReasonNameConflict,
 			fmt.Sprintf("an Operator object is named %q, the name this ResourceGraphDefinition's controllers run under; rename or delete it", op.Name), gen, now)
 		return true
@@ -473,10 +477,11 @@ func (r *Reconciler) guard(ctx context.Context, rgdName string, c *Compiled) {
 	g.start(ctx)
 }
 
-// stopGuard stops the RGD's instanceGuard; deleted says the RGD is gone,
-// so its instances' InstanceFinalizer is removed (nobody would remove it
-// otherwise).
-func (r *Reconciler) stopGuard(rgdName string, deleted bool) {
+// stopGuard stops the RGD's instanceGuard; release says that no
+// controller of this RGD runs any more here nor elsewhere (the RGD is
+// gone, or its controllers cannot run), so its instances'
+// InstanceFinalizer is removed (nobody would remove it otherwise).
+func (r *Reconciler) stopGuard(rgdName string, release bool) {
 	r.mu.Lock()
 	g := r.guards[rgdName]
 	delete(r.guards, rgdName)
@@ -485,7 +490,7 @@ func (r *Reconciler) stopGuard(rgdName string, deleted bool) {
 		return
 	}
 	g.stop()
-	if deleted {
+	if release {
 		ctx := r.ctx
 		if ctx == nil {
 			ctx = context.Background()
