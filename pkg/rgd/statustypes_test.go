@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/operator"
@@ -545,4 +546,28 @@ func checkRGDStatusConforms(t *testing.T, fc *rgdFuzzCase, result []map[string]a
 			t.Fatalf("instance %v: the status does not conform to the CRD: %s\n%v", m["metadata"], msg, m["status"])
 		}
 	}
+}
+
+// FuzzStatusTypes: any status expression over statusTypesRGD's variables
+// either gives a CRD the API server's validation accepts (CRD checks it)
+// or an *Error at a path of the RGD; it never panics.
+func FuzzStatusTypes(f *testing.F) {
+	for _, s := range []string{"${deployment.status}", "${schema.spec.ports.map(p, p.number)}", "${workers[0].data}",
+		"a-${schema.spec.name}-${service.spec.clusterIP}", "${{'a': [deployment.spec.template.spec]}}", "${buckets.filter(b, b.x)}",
+		"${optional.of(deployment.status.conditions[0])}", "${deployment.status.nope}", "${secret.data.?x.orValue('')}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		q, _ := json.Marshal(src)
+		rgd := &krov1a1.ResourceGraphDefinition{}
+		if err := yaml.Unmarshal([]byte(statusTypesRGD("Namespaced", "      f: "+string(q))), rgd); err != nil {
+			return
+		}
+		if _, err := CRD(rgd); err != nil {
+			var e *Error
+			if !errors.As(err, &e) || !strings.HasPrefix(e.Path, "spec.") {
+				t.Fatalf("%q: %v is not an *Error at a path of the RGD", src, err)
+			}
+		}
+	})
 }
