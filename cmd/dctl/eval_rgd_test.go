@@ -132,6 +132,33 @@ func TestEvalRGDWebapp(t *testing.T) {
 	}
 }
 
+// An instance input with a deletionTimestamp and the instance finalizer is
+// kept, being deleted (as the API server keeps it): its resources go,
+// the Service before the Deployment it reads (the Deployment written over
+// the input object of that name is the input again, as for any deleted
+// target), and its status says DELETING; the other instance is untouched.
+func TestEvalRGDDeleting(t *testing.T) {
+	objs := evalRGD(t, "webapp", "input.yaml", "delete.yaml")
+	shop := find(objs, "WebApp", "shop")
+	if shop == nil {
+		t.Fatal("the WebApp shop is gone; it is held by its finalizer")
+	}
+	for _, c := range []struct{ got, want string }{
+		{str(t, shop, "status", "state"), "DELETING"},
+		{condition(t, shop, "ResourcesReady"), "Unknown"},
+		{condition(t, shop, "Ready"), "Unknown"},
+		{str(t, find(objs, "WebApp", "blog"), "status", "state"), "IN_PROGRESS"},
+		{str(t, find(objs, "Deployment", "shop"), "metadata", "labels"), "<none>"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+	if find(objs, "Service", "shop-svc") != nil {
+		t.Errorf("the Service of the deleting WebApp shop remains")
+	}
+}
+
 // includeWhen: the Ingress exists only while spec.ingress.enabled holds;
 // turning it off deletes it and unsets the status read from it (kro's
 // docs: 02-conditional-creation.md). An excluded resource does not keep
