@@ -37,6 +37,7 @@ func init() {
 		"@cond":      fixed(2, 3, evalCond),
 		"@switch":    special(parseSwitch, evalSwitch),
 		"@definedOr": withHint(fixed(2, 2, evalDefinedOr), `for a chain of defaults nest the calls: {"@definedOr": [a, {"@definedOr": [b, c]}]} (a controller written with targets: takes [a, b, c])`),
+		"@try":       fixed(1, 1, evalTry),
 		"@noop":      special(parseNoop, evalNoop),
 		"@literal":   special(parseNoop, evalNoop),
 		"@nil":       special(parseNullary, evalNil),

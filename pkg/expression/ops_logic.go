@@ -1,5 +1,7 @@
 package expression
 
+import "errors"
+
 // Logic and comparison operators.
 
 // evalAndOr implements @and (isAnd) and @or: operands are evaluated left to
@@ -118,6 +120,38 @@ func evalDefinedOr(c *call, ctx *Context) (any, error) {
 		return v, err
 	}
 	return c.args[1].Eval(ctx)
+}
+
+// evalTry evaluates its argument and reports the outcome as a value:
+// {"value": v} when it succeeds (v may be null), {"error": msg} when it
+// fails, msg being the innermost cause's message without the paths and
+// operators of the expressions it passed through (e.g. "division by
+// zero"). Running out of the evaluation budget or a cancelled run is not
+// caught: it ends the whole evaluation, as elsewhere.
+func evalTry(c *call, ctx *Context) (any, error) {
+	v, err := c.args[0].Eval(ctx)
+	if err == nil {
+		if err := c.charge(ctx, 0, 1, 16); err != nil {
+			return nil, err
+		}
+		return map[string]any{"value": v}, nil
+	}
+	if stopsEvaluation(err, ctx) {
+		return nil, err
+	}
+	cause := err
+	for {
+		var e *Error
+		if !errors.As(cause, &e) || e.Err == nil {
+			break
+		}
+		cause = e.Err
+	}
+	msg := cause.Error()
+	if err := c.charge(ctx, 0, 2, 16+int64(len(msg))); err != nil {
+		return nil, err
+	}
+	return map[string]any{"error": msg}, nil
 }
 
 // parseNoop keeps the argument as written, normalized but not parsed.
