@@ -435,9 +435,20 @@ func (c *rgdCompiler) observedBranches(n *Node) ([]any, error) {
 			map[string]any{"@select": sel},
 		}
 		if n.Collection {
+			// The items in kro's order, by collection index, sorted here
+			// once per change of the collection (n·log n) rather than in
+			// every expression that reads them.
+			ia := map[string]any{"@int": label("$$.a", LabelCollectionIndex)}
+			ib := map[string]any{"@int": label("$$.b", LabelCollectionIndex)}
+			items := map[string]any{"@sortBy": []any{
+				map[string]any{"@switch": []any{
+					[]any{map[string]any{"@lt": []any{ia, ib}}, -1},
+					[]any{map[string]any{"@gt": []any{ia, ib}}, 1},
+					[]any{true, 0},
+				}}, "$.values"}}
 			b = append(b,
 				map[string]any{"@groupBy": []any{c.instanceKeyFromLabels("$"), "$"}},
-				map[string]any{"@project": map[string]any{"instance": "$.key", "items": "$.values"}})
+				map[string]any{"@project": map[string]any{"instance": "$.key", "items": items}})
 		} else {
 			b = append(b, map[string]any{"@project": map[string]any{"instance": c.instanceKeyFromLabels("$"), "object": "$"}})
 		}
@@ -531,17 +542,9 @@ func (c *rgdCompiler) binding(root string, compound bool, deps []*Node) binding 
 	for _, d := range deps {
 		p := root + "." + observed(d.ID)
 		if d.Collection {
-			items := map[string]any{"@definedOr": []any{p + ".items", []any{}}}
-			if d.External {
-				b.vars[d.ID] = items
-			} else {
-				// In kro's order: by collection index.
-				b.vars[d.ID] = map[string]any{"@cel": map[string]any{
-					"expr":    fmt.Sprintf("items.sortBy(x, int(x.metadata.labels[%q]))", LabelCollectionIndex),
-					"vars":    map[string]any{"items": items},
-					"library": "kro",
-				}}
-			}
+			// A template collection's items come sorted by collection
+			// index (see observedBranches).
+			b.vars[d.ID] = map[string]any{"@definedOr": []any{p + ".items", []any{}}}
 		} else {
 			b.vars[d.ID] = p + ".object"
 		}
@@ -959,9 +962,13 @@ func readyWhenExprs(d *Node) []*Expression {
 
 // productSrc is the CEL making a forEach's items: the Cartesian product of
 // its dimensions, the first dimension outermost (kro's order), as a list of
-// {"item": {iterator: value, ...}, "index": i, "size": n}.
+// {"item": {iterator: value, ...}, "index": i, "size": n}; no items when
+// the product has more than MaxCollectionSize (kro's limit: the status
+// says so, see sizeCheckSrc), checked on the dimensions' sizes before the
+// product is made.
 func productSrc(dims []*Iterator) string {
-	// e1.map(v0, e2.map(v1, {"i1": v0, "i2": v1})).flatten(k-1)
+	// cel.bind(__d0, e0, cel.bind(__d1, e1, over ? [] :
+	// __d0.map(v0, __d1.map(v1, {"i1": v0, "i2": v1})).flatten(k-1)))
 	inner := "{"
 	for i, d := range dims {
 		if i > 0 {
@@ -972,16 +979,42 @@ func productSrc(dims []*Iterator) string {
 	inner += "}"
 	s := inner
 	for i := len(dims) - 1; i >= 0; i-- {
-		s = fmt.Sprintf("(%s).map(__v%d, %s)", dims[i].Expr.Source, i, s)
+		s = fmt.Sprintf("__d%d.map(__v%d, %s)", i, i, s)
 	}
 	if len(dims) > 1 {
 		s = fmt.Sprintf("(%s).flatten(%d)", s, len(dims)-1)
 	}
-	return fmt.Sprintf("cel.bind(__items, %s, lists.range(size(__items)).map(__i, {\"item\": __items[__i], \"index\": __i, \"size\": size(__items)}))", s)
+	var over []string
+	product := ""
+	for i := range dims {
+		if i > 0 {
+			product += " * "
+		}
+		product += fmt.Sprintf("double(size(__d%d))", i)
+	}
+	over = append(over, fmt.Sprintf("%s > %d.0", product, MaxCollectionSize))
+	s = fmt.Sprintf("cel.bind(__items, %s ? [] : %s, lists.range(size(__items)).map(__i, {\"item\": __items[__i], \"index\": __i, \"size\": size(__items)}))", over[0], s)
+	for i := len(dims) - 1; i >= 0; i-- {
+		s = fmt.Sprintf("cel.bind(__d%d, (%s), %s)", i, dims[i].Expr.Source, s)
+	}
+	return s
 }
 
 // statusBranch is the branch that writes each instance's status: the
-// instance left-joined with every resource's observed state.
+// instance left-joined with every resource's observed state, then three
+// projections:
+//
+//  1. "ctx", the joined subject; "ready", the graph's readiness (computed
+//     once); "fields", each spec.schema.status field under @try, so that
+//     one that fails leaves the others; "sizes", each template
+//     collection's size check (over MaxCollectionSize) under @try;
+//  2. "statusError", the failing fields, each as "<path in the RGD>:
+//     <cause>", and "resourceError", the collections over the limit or
+//     whose forEach fails, likewise; each joined by "; ", "" for none;
+//  3. the status: the fields (a failing one unset), kro's state (ERROR
+//     when either error is set) and conditions (GraphResolved False with
+//     the status errors, ResourcesReady False with the resource errors,
+//     Ready False with the first of them).
 func (c *rgdCompiler) statusBranch() ([]any, error) {
 	ik := c.inst.Kind
 	inputs := []any{ik}
@@ -1001,53 +1034,70 @@ func (c *rgdCompiler) statusBranch() ([]any, error) {
 		stages = append(stages, map[string]any{"@join": []any{map[string]any{"@and": conds}, map[string]any{"soft": soft}}})
 	}
 	b := c.binding("$", compound, c.g.Nodes)
-	instRoot := b.vars[SchemaVar].(string)
 	status := map[string]any{}
-	for _, f := range c.g.Status {
+	fields := map[string]any{}
+	var statusMsgs []string
+	for i, f := range c.g.Status {
 		// A field reading a resource that is not there is null, as kro
 		// leaves it unset.
 		nm := f.Expr.Names()
-		var missing []string
-		for _, name := range nm {
-			if d := c.g.Node(name); d != nil && !d.Collection {
-				missing = append(missing, name+" == null")
-			}
-		}
 		src := f.Expr.Source
-		if len(missing) > 0 {
-			src = fmt.Sprintf("(%s) ? null : dyn(%s)", strings.Join(missing, " || "), src)
+		if m := missingSrc(c.g, nm); m != "" {
+			src = fmt.Sprintf("(%s) ? null : dyn(%s)", m, src)
 		}
 		call, err := b.celCall(src, nm)
 		if err != nil {
 			return nil, errorf(f.Path, "%v", err)
 		}
-		if err := setPath(status, f.Rel, call); err != nil {
+		key := fmt.Sprintf("f%d", i)
+		fields[key] = map[string]any{"@try": call}
+		if err := setPath(status, f.Rel, "$.fields."+key+".value"); err != nil {
 			return nil, errorf(f.Path, "%v", err)
 		}
+		statusMsgs = append(statusMsgs, fmt.Sprintf(`(has(f.%[1]s.error) ? [%[2]q + ": " + string(f.%[1]s.error)] : [])`, key, f.Path))
 	}
-	// Every included resource exists and is ready.
+	// Every included resource exists and is ready; each collection is
+	// within MaxCollectionSize.
 	var oks []string
 	var xs []*Expression
 	included := map[string]string{}
+	includedX := map[string][]*Expression{}
+	sizes := map[string]any{}
+	var resourceMsgs []string
 	for _, id := range c.g.Order {
 		n := c.g.Node(id)
 		var inc []string
+		var incX []*Expression
 		for _, w := range n.IncludeWhen {
 			inc = append(inc, w.Expr.Source)
+			incX = append(incX, w.Expr)
 			xs = append(xs, w.Expr)
 		}
 		for _, d := range n.DependsOn {
 			if s := included[d]; s != "true" {
 				inc = append(inc, s)
+				incX = append(incX, includedX[d]...)
 			}
 		}
-		included[id] = conj(inc)
+		included[id], includedX[id] = conj(inc), incX
 		xs = append(xs, readyWhenExprs(n)...)
 		ok := readySrc(n)
 		if included[id] != "true" {
 			ok = fmt.Sprintf("(%s) || !(%s)", ok, included[id])
 		}
 		oks = append(oks, ok)
+		if len(n.ForEach) > 0 {
+			src, nm := sizeCheckSrc(c.g, n, included[id], incX)
+			call, err := b.celCall(src, nm)
+			if err != nil {
+				return nil, errorf(Field(n.Path, "forEach"), "%v", err)
+			}
+			key := fmt.Sprintf("c%d", len(sizes))
+			sizes[key] = map[string]any{"@try": call}
+			resourceMsgs = append(resourceMsgs, fmt.Sprintf(
+				`(has(s.%[1]s.error) ? [%[2]q + ": " + string(s.%[1]s.error)] : s.%[1]s.value != null ? [%[2]q + ": " + string(s.%[1]s.value)] : [])`,
+				key, Field(n.Path, "forEach")))
+		}
 	}
 	readySrcAll := conj(oks)
 	if len(readySrcAll) > maxReadySource {
@@ -1063,7 +1113,30 @@ func (c *rgdCompiler) statusBranch() ([]any, error) {
 	if err != nil {
 		return nil, errorf("spec.resources", "%v", err)
 	}
-	isReady := map[string]any{"@eq": []any{ready, true}}
+	joined := func(parts []string, v, root string) any {
+		if len(parts) == 0 {
+			return ""
+		}
+		return map[string]any{"@cel": map[string]any{
+			"expr":    "(" + strings.Join(parts, " + ") + `).join("; ")`,
+			"vars":    map[string]any{v: root},
+			"library": "kro",
+		}}
+	}
+	stages = append(stages,
+		map[string]any{"@project": map[string]any{"ctx": "$", "ready": ready, "fields": fields, "sizes": sizes}},
+		map[string]any{"@project": map[string]any{
+			"ctx": "$.ctx", "ready": "$.ready", "fields": "$.fields",
+			"statusError":   joined(statusMsgs, "f", "$.fields"),
+			"resourceError": joined(resourceMsgs, "s", "$.sizes"),
+		}})
+	b = c.binding("$.ctx", compound, c.g.Nodes)
+	instRoot := b.vars[SchemaVar].(string)
+	isReady := map[string]any{"@eq": []any{"$.ready", true}}
+	statusErr := map[string]any{"@neq": []any{"$.statusError", ""}}
+	resourceErr := map[string]any{"@neq": []any{"$.resourceError", ""}}
+	resourceMsg := map[string]any{"@concat": []any{"resource error: ", "$.resourceError"}}
+	ifThen := func(c, a, b any) any { return map[string]any{"@cond": []any{c, a, b}} }
 	gen := map[string]any{"@definedOr": []any{instRoot + ".metadata.generation", 0}}
 	cond := func(typ string, status any, reason any, msg any) map[string]any {
 		return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg, "observedGeneration": gen}
@@ -1076,22 +1149,24 @@ func (c *rgdCompiler) statusBranch() ([]any, error) {
 	if err != nil {
 		return nil, errorf("spec.resources", "%v", err)
 	}
-	either := func(whenDeleting, otherwise any) any {
-		return map[string]any{"@cond": []any{deleting, whenDeleting, otherwise}}
-	}
+	either := func(whenDeleting, otherwise any) any { return ifThen(deleting, whenDeleting, otherwise) }
 	status["state"] = either(string(krov1a1.InstanceStateDeleting),
-		map[string]any{"@cond": []any{isReady, string(krov1a1.InstanceStateActive), string(krov1a1.InstanceStateInProgress)}})
+		ifThen(map[string]any{"@or": []any{statusErr, resourceErr}}, string(krov1a1.InstanceStateError),
+			ifThen(isReady, string(krov1a1.InstanceStateActive), string(krov1a1.InstanceStateInProgress))))
 	status["conditions"] = []any{
 		cond(string(krov1a1.InstanceConditionInstanceManaged), "True", "Managed", "the instance's resources carry its labels and owner reference"),
-		cond(string(krov1a1.InstanceConditionGraphResolved), "True", "Resolved", "the resource graph is compiled"),
+		cond(string(krov1a1.InstanceConditionGraphResolved),
+			ifThen(statusErr, "False", "True"),
+			ifThen(statusErr, ReasonResolutionFailed, "Resolved"),
+			ifThen(statusErr, "$.statusError", "the resource graph is compiled")),
 		cond(string(krov1a1.InstanceConditionResourcesReady),
-			either("Unknown", map[string]any{"@cond": []any{isReady, "True", "False"}}),
-			either(ReasonUnderDeletion, map[string]any{"@cond": []any{isReady, "AllResourcesReady", "NotReady"}}),
-			either(left, map[string]any{"@cond": []any{isReady, "every included resource exists and is ready", "waiting for resources to exist and be ready"}})),
+			either("Unknown", ifThen(resourceErr, "False", ifThen(isReady, "True", "False"))),
+			either(ReasonUnderDeletion, ifThen(resourceErr, "NotReady", ifThen(isReady, "AllResourcesReady", "NotReady"))),
+			either(left, ifThen(resourceErr, resourceMsg, ifThen(isReady, "every included resource exists and is ready", "waiting for resources to exist and be ready")))),
 		cond(string(krov1a1.InstanceConditionReady),
-			either("Unknown", map[string]any{"@cond": []any{isReady, "True", "False"}}),
-			either(ReasonUnderDeletion, map[string]any{"@cond": []any{isReady, "Ready", "NotReady"}}),
-			either(left, "")),
+			either("Unknown", ifThen(map[string]any{"@or": []any{statusErr, resourceErr}}, "False", ifThen(isReady, "True", "False"))),
+			either(ReasonUnderDeletion, ifThen(statusErr, ReasonResolutionFailed, ifThen(resourceErr, "NotReady", ifThen(isReady, "Ready", "NotReady")))),
+			either(left, ifThen(statusErr, "$.statusError", ifThen(resourceErr, resourceMsg, "")))),
 	}
 	meta := map[string]any{"name": instRoot + ".metadata.name"}
 	if c.inst.Namespaced {
@@ -1101,6 +1176,52 @@ func (c *rgdCompiler) statusBranch() ([]any, error) {
 		map[string]any{"@project": map[string]any{"metadata": meta, "status": status}},
 		map[string]any{"@output": ik})
 	return stages, nil
+}
+
+// ReasonResolutionFailed is the reason of an instance's GraphResolved and
+// Ready conditions (status False) when a spec.schema.status field fails
+// to evaluate (kro's reason for a graph it cannot resolve).
+const ReasonResolutionFailed = "ResolutionFailed"
+
+// missingSrc is the CEL saying that one of the single resources among
+// names is absent (null), "" when names has none.
+func missingSrc(g *Graph, names []string) string {
+	var missing []string
+	for _, name := range names {
+		if d := g.Node(name); d != nil && !d.Collection {
+			missing = append(missing, name+" == null")
+		}
+	}
+	return strings.Join(missing, " || ")
+}
+
+// sizeCheckSrc is the CEL of collection n's size check for the status:
+// null while a resource its forEach (or the includeWhen that includes it)
+// reads is absent, or while it is not included; else null when the
+// Cartesian product of its dimensions has at most MaxCollectionSize items
+// and kro's message when it has more. Only the dimensions' sizes are
+// multiplied (as doubles, which do not overflow), so the cost is that of
+// evaluating the dimensions.
+func sizeCheckSrc(g *Graph, n *Node, included string, includedX []*Expression) (string, []string) {
+	var xs []*Expression
+	var factors []string
+	body := ""
+	for i, it := range n.ForEach {
+		xs = append(xs, it.Expr)
+		body += fmt.Sprintf("cel.bind(__d%d, (%s), ", i, it.Expr.Source)
+		factors = append(factors, fmt.Sprintf("double(size(__d%d))", i))
+	}
+	body += fmt.Sprintf(`cel.bind(__n, %s, __n > %d.0 ? dyn("collection size of " + (__n > 1e18 ? "over 10^18" : string(int(__n))) + " is over the maximum collection size of %d") : null)`,
+		strings.Join(factors, " * "), MaxCollectionSize, MaxCollectionSize)
+	body += strings.Repeat(")", len(n.ForEach))
+	if included != "true" {
+		body = fmt.Sprintf("!(%s) ? null : %s", included, body)
+	}
+	nm := names(append(xs, includedX...)...)
+	if m := missingSrc(g, nm); m != "" {
+		body = fmt.Sprintf("(%s) ? null : %s", m, body)
+	}
+	return body, nm
 }
 
 // ReasonUnderDeletion is the reason of an instance's ResourcesReady and

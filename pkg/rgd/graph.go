@@ -630,3 +630,8 @@ func findCycle(nodes []*Node, index map[string]int) []string {
 	}
 	return []string{fmt.Sprintf("%v", "unknown")}
 }
+
+// MaxCollectionSize is the number of items one collection may have (kro's
+// default --rgd-max-collection-size): an instance whose forEach makes more
+// gets none of them, state ERROR and a ResourcesReady message saying so.
+const MaxCollectionSize = 1000
