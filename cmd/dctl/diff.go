@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -11,6 +13,7 @@ import (
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/diff"
+	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 )
 
 type diffOptions struct {
@@ -19,6 +22,7 @@ type diffOptions struct {
 	context       string
 	maxObjects    int
 	limits        limitFlags
+	hooks         evalHookFlags
 }
 
 func newDiffCommand() *cobra.Command {
@@ -27,7 +31,8 @@ func newDiffCommand() *cobra.Command {
 		Use:   "diff -f OPERATOR.yaml [-f ...]",
 		Short: "Show what applying operators would change in a live cluster, without changing it",
 		Long: `diff previews what the given operators (Operators, or ResourceGraphDefinitions,
-which compile to one) would change in the cluster of the current kubeconfig
+which compile to one; or hook controllers, see below) would change in the
+cluster of the current kubeconfig
 if they were applied: it lists, once, every object of the kinds their
 controllers read and write (no watch is left running), runs the controllers
 on them as a manager (re)starting with these operators would, and prints the
@@ -55,6 +60,15 @@ apiVersion, kind, namespace and name, "diff -u -N live/NAME merged/NAME" and
 a unified diff of the two as YAML, NAME being
 <group>.<version>.<Kind>.<namespace>.<name>.
 
+Hook controllers (CompositeController, DecoratorController; not mixed with
+Operators in one run): the objects of their parent and child resources
+(a DecoratorController's resources and attachments) are listed and the
+controllers are rendered on them as dctl eval renders them (inline
+pipeline hooks in-process, webhooks called at their URL or --hook-url's;
+--show-requests prints each request); each object the rendering changes is
+sent as a dry-run create, replace (and status replace) or delete. Objects
+of related resources a customize hook asks for are not listed.
+
 The cluster is the one of --kubeconfig, else $KUBECONFIG, else
 ~/.kube/config, else the in-cluster configuration; --context picks a
 context. The user needs list on the kinds read and written, and the write
@@ -71,7 +85,10 @@ the diff of everything else is still printed).`,
   dctl diff --context staging -f operator.yaml || echo "changes pending"
 
   # A ResourceGraphDefinition, as it compiles to an Operator
-  dctl diff -f examples/kro-webapp/rgd.yaml`,
+  dctl diff -f examples/kro-webapp/operator.yaml
+
+  # A CompositeController whose webhook runs locally
+  dctl diff -f controller.yaml --hook-url my-controller=http://localhost:8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDiff(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -84,6 +101,7 @@ the diff of everything else is still printed).`,
 	fs.IntVar(&o.maxObjects, "max-objects", diff.DefaultMaxObjects, "the most objects listed over all kinds read and written; more is an error")
 	o.limits.register(cmd)
 	o.limits.registerKinds(cmd)
+	o.hooks.register(cmd)
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -93,9 +111,22 @@ func runDiff(ctx context.Context, o *diffOptions, stdout, stderr io.Writer) erro
 		ctx = context.Background()
 	}
 	fail := func(err error) error { return &exitError{code: 2, err: err} }
+	hf, err := readHookControllers(o.operatorFiles)
+	if err != nil {
+		return fail(err)
+	}
+	var urls map[string]string
+	if hf != nil {
+		if urls, err = o.hooks.urls(); err != nil {
+			return fail(err)
+		}
+	}
 	var ops []*opv1a1.Operator
 	files := map[string]string{}
 	for _, f := range o.operatorFiles {
+		if hf != nil {
+			break
+		}
 		loaded, err := readOperatorsAndRGDs(f)
 		if err != nil {
 			return fail(err)
@@ -114,9 +145,18 @@ func runDiff(ctx context.Context, o *diffOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fail(fmt.Errorf("loading the kubeconfig: %w", err))
 	}
-	res, err := diff.Run(ctx, diff.Options{Config: cfg, Operators: ops, Files: files,
-		MaxDeltaEntries: o.limits.maxDeltaEntries, MaxObjectBytes: o.limits.maxObjectBytes, EvalLimits: o.limits.evalLimits(),
-		KindLimits: o.limits.kindLimits(), MaxObjects: o.maxObjects, Logger: ctrl.Log.WithName("diff")})
+	var res *diff.Result
+	if hf != nil {
+		hopts := diff.HookOptions{Config: cfg, Controllers: hf.controllers, HookURLs: urls, MaxObjects: o.maxObjects, Logger: ctrl.Log.WithName("diff")}
+		if o.hooks.showRequests {
+			hopts.OnCall = func(c metacontroller.Call) { printHookRequest(stderr, c) }
+		}
+		res, err = diff.RunHooks(ctx, hopts)
+	} else {
+		res, err = diff.Run(ctx, diff.Options{Config: cfg, Operators: ops, Files: files,
+			MaxDeltaEntries: o.limits.maxDeltaEntries, MaxObjectBytes: o.limits.maxObjectBytes, EvalLimits: o.limits.evalLimits(),
+			KindLimits: o.limits.kindLimits(), MaxObjects: o.maxObjects, Logger: ctrl.Log.WithName("diff")})
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -136,6 +176,17 @@ func runDiff(ctx context.Context, o *diffOptions, stdout, stderr io.Writer) erro
 		return &exitError{code: 1, err: fmt.Errorf("%d object(s) would change", len(res.Changes)), quiet: true}
 	}
 	return nil
+}
+
+// printHookRequest prints a hook request as dctl eval --show-requests
+// does.
+func printHookRequest(w io.Writer, c metacontroller.Call) {
+	var buf bytes.Buffer
+	if json.Indent(&buf, c.Request, "", "  ") != nil {
+		buf.Reset()
+		buf.Write(c.Request)
+	}
+	fmt.Fprintf(w, "# %s %s hook request for %s\n%s\n", c.Controller, c.Hook, c.Parent, buf.Bytes())
 }
 
 // conflictText says why a target object is left alone.

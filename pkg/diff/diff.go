@@ -125,25 +125,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		opts.MaxObjects = DefaultMaxObjects
 	}
 	log := opts.Logger
-	dc, err := discovery.NewDiscoveryClientForConfig(opts.Config)
+	c, versions, status, err := connect(opts.Config, log)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(opts.Config)
-	if err != nil {
-		return nil, err
-	}
-	groups, err := restmapper.GetAPIGroupResources(dc)
-	if err != nil && len(groups) == 0 {
-		return nil, fmt.Errorf("cannot reach the cluster at %s: %w", opts.Config.Host, err)
-	}
-	if err != nil {
-		// Some groups failed discovery (an aggregated API down): the
-		// others are usable, as for kubectl.
-		log.Info("discovery incomplete", "error", err.Error())
-	}
-	versions, status := kindsOf(groups)
-	c := &cluster{dyn: dyn, mapper: restmapper.NewDiscoveryRESTMapper(groups), live: map[objectID]*unstructured.Unstructured{}}
 	offOpts := operator.OfflineOptions{Versions: versions, Logger: log,
 		MaxDeltaEntries: opts.MaxDeltaEntries, MaxObjectBytes: opts.MaxObjectBytes, EvalLimits: opts.EvalLimits,
 		StatusSubresource: func(gvk schema.GroupVersionKind) bool { return status[gvk] }}
@@ -277,6 +262,32 @@ func Compared(doc map[string]any) map[string]any {
 		delete(out, "status")
 	}
 	return out
+}
+
+// connect discovers the API of the cluster of cfg: the cluster (its
+// dynamic client and REST mapper), the preferred version of each
+// "group/Kind" and the kinds served with the status subresource.
+func connect(cfg *rest.Config, log logr.Logger) (*cluster, map[string]string, map[schema.GroupVersionKind]bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	groups, err := restmapper.GetAPIGroupResources(dc)
+	if err != nil && len(groups) == 0 {
+		return nil, nil, nil, fmt.Errorf("cannot reach the cluster at %s: %w", cfg.Host, err)
+	}
+	if err != nil {
+		// Some groups failed discovery (an aggregated API down): the
+		// others are usable, as for kubectl.
+		log.Info("discovery incomplete", "error", err.Error())
+	}
+	versions, status := kindsOf(groups)
+	c := &cluster{dyn: dyn, mapper: restmapper.NewDiscoveryRESTMapper(groups), live: map[objectID]*unstructured.Unstructured{}}
+	return c, versions, status, nil
 }
 
 // ownerLive returns the manager's rule for whether the controller an

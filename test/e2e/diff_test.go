@@ -20,9 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
+	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/diff"
+	"github.com/dcontroller/dcontroller/pkg/object"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
@@ -453,4 +456,108 @@ spec:
 	startManager(t)
 	mustKubectl(t, ownCopyOperator, "apply", "-f", "-")
 	waitAsDiffSaid(t, ns, before, claims)
+}
+
+// TestDiffHookController: dctl diff of a CompositeController (the inline
+// pipeline PodService of examples/metacontroller-podservice-pipeline,
+// restricted to parents labelled diff=yes) names the Pod and Service it
+// would create and the parent's status, and exactly these change once the
+// controller is applied; then nothing is left to change (exit 0). A
+// Service's clusterIP is the one the dry-run would allocate, not the one
+// the real create allocates, so it is left out of the comparison.
+func TestDiffHookController(t *testing.T) {
+	const ns = "e2e-diff-hook"
+	mustKubectl(t, readExample(t, "metacontroller-podservice-pipeline", "crd.yaml"), "apply", "-f", "-")
+	mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/podservices.examples.dcontroller.io")
+	mustKubectl(t, "", "create", "namespace", ns)
+	ctl := strings.Replace(readExample(t, "metacontroller-podservice-pipeline", "controller.yaml"),
+		"name: podservice-pipeline", "name: diff-podservice", 1)
+	ctl = strings.Replace(ctl, "    resource: podservices\n", "    resource: podservices\n    labelSelector: {matchLabels: {diff: \"yes\"}}\n", 1)
+	mustKubectl(t, readExample(t, "metacontroller-podservice-pipeline", "podservice.yaml"), "-n", ns, "apply", "-f", "-")
+	mustKubectl(t, "", "-n", ns, "label", "podservice.examples.dcontroller.io", "web", "diff=yes")
+	file := writeTemp(t, "controller.yaml", ctl)
+
+	out, stderr, code := runDctlCode(t, []string{"KUBECONFIG=" + kubeconfig}, "diff", "-f", file)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr %s\n%s", code, stderr, out)
+	}
+	t.Logf("dctl diff:\n%s", out)
+	var heads []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "diff -u -N ") {
+			heads = append(heads, strings.Fields(l)[3])
+		}
+	}
+	want := []string{"live/examples.dcontroller.io.v1.PodService." + ns + ".web",
+		"live/v1.Pod." + ns + ".web-pod", "live/v1.Service." + ns + ".web-svc"}
+	if !reflect.DeepEqual(heads, want) {
+		t.Errorf("objects %v, want %v", heads, want)
+	}
+	if !strings.Contains(out, "+  pods: 1\n") || !strings.Contains(out, "+  services: 1\n") {
+		t.Errorf("the parent's status is not in the diff:\n%s", out)
+	}
+
+	// The same through the package, to compare with what the manager does.
+	var cc mcv1a1.CompositeController
+	if err := yaml.UnmarshalStrict([]byte(ctl), &cc); err != nil {
+		t.Fatal(err)
+	}
+	rc := &requestCounter{byMethod: map[string]int{}}
+	res, err := diff.RunHooks(context.Background(), diff.HookOptions{Config: rc.wrap(restConfig), Controllers: []client.Object{&cc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) > 0 || len(rc.writes) > 0 {
+		t.Fatalf("errors %v, writes %v", res.Errors, rc.writes)
+	}
+	noIP := func(m map[string]any) map[string]any {
+		if m == nil || m["kind"] != "Service" {
+			return m
+		}
+		m = object.DeepCopyMap(m)
+		unstructured.RemoveNestedField(m, "spec", "clusterIP")
+		unstructured.RemoveNestedField(m, "spec", "clusterIPs")
+		return m
+	}
+	objects := func() map[string]map[string]any {
+		out := map[string]map[string]any{}
+		for _, k := range []struct{ apiVersion, kind string }{{"v1", "Pod"}, {"v1", "Service"}, {"examples.dcontroller.io/v1", "PodService"}} {
+			l := &unstructured.UnstructuredList{}
+			l.SetAPIVersion(k.apiVersion)
+			l.SetKind(k.kind + "List")
+			if err := k8sClient.List(context.Background(), l, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range l.Items {
+				out[k.kind+"/"+u.GetName()] = noIP(diff.Compared(u.Object))
+			}
+		}
+		return out
+	}
+	before := objects()
+	claims := map[string]map[string]any{}
+	for _, ch := range res.Changes {
+		claims[ch.GVK.Kind+"/"+ch.Key.Name] = noIP(ch.Merged)
+	}
+
+	startManager(t)
+	applyMC(t, ctl)
+	eventually(t, 30*time.Second, func() string {
+		after := objects()
+		var bad []string
+		for k := range union(before, after) {
+			want, claimed := claims[k]
+			if !claimed {
+				want = before[k]
+			}
+			if !reflect.DeepEqual(want, after[k]) {
+				bad = append(bad, fmt.Sprintf("%s: want %v, is %v", k, want, after[k]))
+			}
+		}
+		return strings.Join(bad, "; ")
+	})
+	out, stderr, code = runDctlCode(t, []string{"KUBECONFIG=" + kubeconfig}, "diff", "-f", file)
+	if code != 0 || out != "" {
+		t.Errorf("after applying: exit %d, output %q, stderr %s", code, out, stderr)
+	}
 }
