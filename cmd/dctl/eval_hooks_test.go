@@ -314,3 +314,26 @@ spec:
 		})
 	}
 }
+
+// A customize hook: its rules select related objects among the inputs
+// (names in the parent's namespace, a v1 customize hook), which the sync
+// request carries; the hook is asked once per parent.
+func TestEvalHooksCustomize(t *testing.T) {
+	out, stderr, err := evalHooks(t, &evalOptions{
+		operatorFiles: []string{filepath.Join("testdata", "hooks", "customize-controller.yaml")},
+		inputFiles:    []string{filepath.Join("testdata", "hooks", "customize-input.yaml")},
+		hooks:         evalHookFlags{showRequests: true},
+	})
+	if err != nil {
+		t.Fatalf("dctl eval: %v\n%s", err, stderr)
+	}
+	golden(t, "customize-expected.yaml", out)
+	for _, want := range []string{"related: 1\n", "color: blue\n", "name: web-merged\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(stderr, "# compositecontroller/configured customize hook request for PodService shop/web\n"); n != 1 {
+		t.Errorf("want one customize request, got %d:\n%s", n, stderr)
+	}
+}

@@ -87,7 +87,8 @@ type RenderResult struct {
 	Objects []*unstructured.Unstructured
 	// Deleted are the objects the controllers deleted (children not
 	// desired any more, parents whose last finalizer went, and what the
-	// garbage collector deletes with them), as they were last seen.
+	// garbage collector deletes with them), as they were last seen; a
+	// child deleted to be created again (Recreate) is in Objects only.
 	Deleted []*unstructured.Unstructured
 	// Calls are the hook calls made, in order.
 	Calls []Call
@@ -838,6 +839,14 @@ func (c *decorator) renderSync(ctx context.Context, r *renderer, dr *decorated, 
 // collect fills RenderResult.Objects with the objects the controllers
 // synced or wrote that still exist.
 func (r *renderer) collect() {
+	// A child deleted and created again (Recreate) is not deleted.
+	gone := r.res.Deleted[:0]
+	for _, d := range r.res.Deleted {
+		if r.store[refOf(d)] == nil {
+			gone = append(gone, d)
+		}
+	}
+	r.res.Deleted = gone
 	for ref := range r.touched {
 		if o := r.store[ref]; o != nil {
 			r.res.Objects = append(r.res.Objects, o)
