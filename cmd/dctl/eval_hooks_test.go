@@ -198,6 +198,9 @@ func TestEvalHooksFinalize(t *testing.T) {
 	if n := strings.Count(stderr, "# compositecontroller/podservice-finalize finalize hook request for PodService shop/web\n"); n != 2 {
 		t.Errorf("want 2 finalize requests (with the Pod, then without), got %d:\n%s", n, stderr)
 	}
+	if n := strings.Count(stderr, "# compositecontroller/podservice-finalize finalize hook request for PodService shop/old\n"); n != 1 {
+		t.Errorf("want 1 finalize request for the parent without children, got %d:\n%s", n, stderr)
+	}
 	if !strings.Contains(stderr, `"finalizing": true`) || !strings.Contains(stderr, "deleted: Pod shop/web-pod\n") {
 		t.Errorf("stderr:\n%s", stderr)
 	}

@@ -571,8 +571,8 @@ func (r *renderer) call(ctx context.Context, caller hook.Caller, ctl, hookName s
 	return false, caller.Call(ctx, string(parent.GetUID()), req, resp)
 }
 
-// assume reports whether the finalizer of controller ctl is to be
-// assumed on o, a deleted object: the first time only (once removed, it
+// assume reports whether controller ctl syncs o for the first time: only
+// then is its finalizer assumed on a deleted object (once removed, it
 // stays removed).
 func (r *renderer) assume(ctl string, o *unstructured.Unstructured) bool {
 	key := ctl + "|" + refOf(o).String()
@@ -623,7 +623,7 @@ func (c *composite) renderSync(ctx context.Context, r *renderer, parent *unstruc
 	deleting := parent.GetDeletionTimestamp() != nil
 	matches := c.parentSel.Matches(labels.Set(parent.GetLabels()))
 	hasFin := slices.Contains(parent.GetFinalizers(), c.finalizer)
-	if deleting && matches && !hasFin && c.finHook != nil && r.assume(c.name, parent) {
+	if first := r.assume(c.name, parent); first && deleting && matches && !hasFin && c.finHook != nil {
 		// The manager put the finalizer on the parent while it lived.
 		parent = parent.DeepCopy()
 		parent.SetFinalizers(append(parent.GetFinalizers(), c.finalizer))
@@ -742,7 +742,7 @@ func (c *decorator) renderSync(ctx context.Context, r *renderer, dr *decorated, 
 	matches := dr.matches(obj)
 	hasFin := slices.Contains(obj.GetFinalizers(), c.finalizer)
 	deleting := obj.GetDeletionTimestamp() != nil
-	if deleting && matches && !hasFin && c.finHook != nil && r.assume(c.name, obj) {
+	if first := r.assume(c.name, obj); first && deleting && matches && !hasFin && c.finHook != nil {
 		// The manager put the finalizer on the object while it lived.
 		obj = obj.DeepCopy()
 		obj.SetFinalizers(append(obj.GetFinalizers(), c.finalizer))

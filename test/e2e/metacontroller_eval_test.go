@@ -218,3 +218,126 @@ func yamlString(v any) string {
 	b, _ := yaml.Marshal(v)
 	return string(b)
 }
+
+// TestMetacontrollerEvalFinalizeMatchesManager deletes a parent whose
+// CompositeController has a finalize hook, live, and renders the same
+// deletion offline: the finalize hook's status, the finalizers left and
+// the deleted child agree with what the manager did.
+func TestMetacontrollerEvalFinalizeMatchesManager(t *testing.T) {
+	const ns = "e2e-mc-eval-fin"
+	startManager(t)
+	mustKubectl(t, "", "create", "namespace", ns)
+	mustKubectl(t, readExample(t, "metacontroller-podservice-pipeline", "crd.yaml"), "apply", "-f", "-")
+	mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/podservices.examples.dcontroller.io")
+	controller := `apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata:
+  name: eval-finalize
+spec:
+  generateSelector: true
+  parentResource:
+    apiVersion: examples.dcontroller.io/v1
+    resource: podservices
+  childResources:
+    - apiVersion: v1
+      resource: pods
+  hooks:
+    sync:
+      pipeline:
+        children:
+          - apiVersion: v1
+            kind: Pod
+            metadata:
+              name: {"@concat": ["$.parent.metadata.name", "-pod"]}
+            spec:
+              containers:
+                - name: web
+                  image: "$.parent.spec.image"
+    finalize:
+      pipeline:
+        status:
+          phase: Finalizing
+          pods: {"@len": "$.children['Pod.v1']"}
+        children: []
+        finalized: {"@eq": [{"@len": "$.children['Pod.v1']"}, 0]}
+`
+	applyMC(t, controller)
+	const fin = "metacontroller.io/compositecontroller-eval-finalize"
+	mustKubectl(t, `apiVersion: examples.dcontroller.io/v1
+kind: PodService
+metadata:
+  name: web
+  finalizers: [example.com/keep]
+spec:
+  image: nginx:1.27
+`, "-n", ns, "apply", "-f", "-")
+	t.Cleanup(func() {
+		_, _ = kubectl(t, "", "-n", ns, "patch", "podservice", "web", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+	})
+	var pod *unstructured.Unstructured
+	eventually(t, 60*time.Second, func() string {
+		p, err := getObj(t, "examples.dcontroller.io/v1", "PodService", ns, "web")
+		if err != nil {
+			return err.Error()
+		}
+		if !contains(p.GetFinalizers(), fin) {
+			return fmt.Sprintf("finalizers %v", p.GetFinalizers())
+		}
+		if pod, err = getObj(t, "v1", "Pod", ns, "web-pod"); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	mustKubectl(t, "", "-n", ns, "delete", "podservice", "web", "--wait=false")
+	var live *unstructured.Unstructured
+	eventually(t, 60*time.Second, func() string {
+		var err error
+		if live, err = getObj(t, "examples.dcontroller.io/v1", "PodService", ns, "web"); err != nil {
+			return err.Error()
+		}
+		if contains(live.GetFinalizers(), fin) {
+			return "the finalizer is still there"
+		}
+		if _, err := getObj(t, "v1", "Pod", ns, "web-pod"); !isNotFound(err) {
+			return fmt.Sprintf("the Pod: %v", err)
+		}
+		return ""
+	})
+
+	// The parent as it was deleted (with the controller's finalizer, the
+	// deletionTimestamp and generation the deletion gave it), its Pod.
+	parent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "examples.dcontroller.io/v1", "kind": "PodService",
+		"metadata": map[string]any{"name": "web", "namespace": ns}, "spec": live.Object["spec"]}}
+	parent.SetUID(live.GetUID())
+	parent.SetGeneration(live.GetGeneration())
+	parent.SetDeletionTimestamp(live.GetDeletionTimestamp())
+	parent.SetFinalizers([]string{"example.com/keep", fin})
+	cc := &mcv1a1.CompositeController{}
+	if err := yaml.UnmarshalStrict([]byte(controller), cc); err != nil {
+		t.Fatal(err)
+	}
+	res, err := metacontroller.Render(context.Background(), []client.Object{cc}, []*unstructured.Unstructured{parent, pod}, metacontroller.RenderOptions{})
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	if len(res.Objects) != 1 || len(res.Deleted) != 1 || res.Deleted[0].GetName() != "web-pod" {
+		t.Fatalf("rendered %d objects, deleted %d; want the parent, and the Pod deleted", len(res.Objects), len(res.Deleted))
+	}
+	got := res.Objects[0]
+	if w, l := normalize(t, got.Object)["status"], normalize(t, live.Object)["status"]; !reflect.DeepEqual(w, l) {
+		t.Errorf("status %v rendered, %v on the server", w, l)
+	}
+	if !reflect.DeepEqual(got.GetFinalizers(), live.GetFinalizers()) {
+		t.Errorf("finalizers %v rendered, %v on the server", got.GetFinalizers(), live.GetFinalizers())
+	}
+	finalizes := 0
+	for _, c := range res.Calls {
+		if c.Hook == "finalize" {
+			finalizes++
+		}
+	}
+	if finalizes != 2 {
+		t.Errorf("%d finalize calls rendered, want 2 (with the Pod, then without)", finalizes)
+	}
+}
