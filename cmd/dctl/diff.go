@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -102,7 +103,8 @@ the diff of everything else is still printed).`,
 	o.limits.register(cmd)
 	o.limits.registerKinds(cmd)
 	o.hooks.register(cmd)
-	_ = cmd.MarkFlagRequired("filename")
+	// Usage errors exit with 2 too, as kubectl diff's errors do.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	return cmd
 }
 
@@ -111,6 +113,9 @@ func runDiff(ctx context.Context, o *diffOptions, stdout, stderr io.Writer) erro
 		ctx = context.Background()
 	}
 	fail := func(err error) error { return &exitError{code: 2, err: err} }
+	if len(o.operatorFiles) == 0 {
+		return fail(errors.New(`required flag "filename" (-f) not set`))
+	}
 	hf, err := readHookControllers(o.operatorFiles)
 	if err != nil {
 		return fail(err)
