@@ -100,8 +100,9 @@ func readHookControllers(files []string) (*hookFiles, error) {
 		return nil, nil
 	}
 	if others != "" {
-		return nil, fmt.Errorf("%s: dctl eval runs either Operators (%s) and ResourceGraphDefinitions (%s) or hook controllers (CompositeController, DecoratorController: %s), with CustomResourceDefinitions, not both in one run",
-			others, opv1a1.GroupVersion, krov1a1.GroupVersion, mcv1a1.GroupVersion)
+		return nil, fmt.Errorf("%s: with hook controllers (CompositeController, DecoratorController: %s), -f takes only them and CustomResourceDefinitions: "+
+			"Operators (%s) and ResourceGraphDefinitions (%s) run in an eval of their own, the objects to run on are inputs (-i)",
+			others, mcv1a1.GroupVersion, opv1a1.GroupVersion, krov1a1.GroupVersion)
 	}
 	out := &hookFiles{}
 	for _, d := range docs {

@@ -267,7 +267,22 @@ func TestEvalHooksBadInput(t *testing.T) {
 		name:  "mixed",
 		o:     &evalOptions{operatorFiles: []string{mc, example("pod-container-num-annotator", "operator.yaml")}},
 		code:  1,
-		error: "pod-container-num-annotator/operator.yaml: object 1 (Operator pod-container-num-annotator): dctl eval runs either Operators",
+		error: "pod-container-num-annotator/operator.yaml: object 1 (Operator pod-container-num-annotator): with hook controllers (CompositeController, DecoratorController: metacontroller.k8s.io/v1alpha1), -f takes only them and CustomResourceDefinitions",
+	}, {
+		name:  "parent-in-f",
+		o:     &evalOptions{operatorFiles: []string{mc, ps}},
+		code:  1,
+		error: "podservice.yaml: object 1 (PodService web): with hook controllers",
+	}, {
+		name:  "hook-url-unknown-controller",
+		o:     &evalOptions{operatorFiles: []string{mc}, inputFiles: []string{ps}, hooks: evalHookFlags{hookURLs: []string{"podservice/sync=http://127.0.0.1:1"}}},
+		code:  1,
+		error: `hook URL "podservice/sync": no controller is named "podservice"`,
+	}, {
+		name:  "hook-url-not-http",
+		o:     &evalOptions{operatorFiles: []string{mc}, inputFiles: []string{ps}, hooks: evalHookFlags{hookURLs: []string{"podservice-pipeline=ftp://x"}}},
+		code:  1,
+		error: `controllers[0] (CompositeController podservice-pipeline): hook URL of podservice-pipeline/sync: spec.hooks.sync.webhook.url: "ftp://x" is not an http(s) URL`,
 	}, {
 		name:  "hook-url",
 		o:     &evalOptions{operatorFiles: []string{mc}, hooks: evalHookFlags{hookURLs: []string{"podservice-pipeline/resync=http://x"}}},

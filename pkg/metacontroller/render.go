@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -121,7 +122,7 @@ type RenderResult struct {
 // end state (no ControllerRevisions); resyncs are not rendered.
 //
 // Errors: an invalid controller (its spec path and name), an unknown
-// resource, or a sync that failed (a hook that cannot be reached or
+// resource, a HookURLs key that names no controller, or a sync that failed (a hook that cannot be reached or
 // answers wrongly, an invalid parent): each names the controller, the hook
 // and the parent; the result then holds what the other syncs did.
 func Render(ctx context.Context, controllers []client.Object, inputs []*unstructured.Unstructured, opts RenderOptions) (*RenderResult, error) {
@@ -145,6 +146,19 @@ func Render(ctx context.Context, controllers []client.Object, inputs []*unstruct
 			u.SetNamespace("default")
 		}
 		r.store[refOf(u)] = u
+	}
+	names := map[string]bool{}
+	for i, o := range controllers {
+		if o == nil || reflect.ValueOf(o).IsNil() {
+			return nil, fmt.Errorf("controllers[%d]: nil", i)
+		}
+		names[o.GetName()] = true
+	}
+	for key := range opts.HookURLs {
+		name, _, _ := strings.Cut(key, "/")
+		if !names[name] {
+			return nil, fmt.Errorf("hook URL %q: no controller is named %q", key, name)
+		}
 	}
 	for i, o := range controllers {
 		ctl, err := r.add(d, o)
