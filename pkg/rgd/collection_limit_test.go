@@ -64,9 +64,9 @@ func runFat(t *testing.T, c *Compiled, count int64) (*unstructured.Unstructured,
 }
 
 // runInstance runs the compiled RGD offline on one instance default/f of
-// the kind with the spec, and returns the instance as it ends, the run
-// and the run's error.
-func runInstance(t *testing.T, c *Compiled, kind string, spec map[string]any) (*unstructured.Unstructured, *operator.Offline, error) {
+// the kind with the spec (after the other objects), and returns the
+// instance as it ends, the run and the run's error.
+func runInstance(t *testing.T, c *Compiled, kind string, spec map[string]any, others ...*unstructured.Unstructured) (*unstructured.Unstructured, *operator.Offline, error) {
 	t.Helper()
 	ctx := context.Background()
 	off, err := operator.NewOffline([]*opv1a1.Operator{c.Operator}, operator.OfflineOptions{
@@ -83,7 +83,7 @@ func runInstance(t *testing.T, c *Compiled, kind string, spec map[string]any) (*
 	u.SetNamespace("default")
 	u.SetName("f")
 	u.SetUID(types.UID("uid-f"))
-	runErr := off.ApplyAll(ctx, []*unstructured.Unstructured{u})
+	runErr := off.ApplyAll(ctx, append(others, u))
 	got, err := off.Store.Get(gvk, object.Key{Namespace: "default", Name: "f"})
 	if err != nil {
 		t.Fatal(err)

@@ -467,6 +467,9 @@ func (c *rgdCompiler) observedBranches(n *Node) ([]any, error) {
 				return nil, err
 			}
 			nsExpr = x
+		} else if n.Collection {
+			// A selector without a namespace lists every namespace
+			// (kro's docs, 05-external-references.md).
 		} else if c.inst.Namespaced {
 			nsExpr = "$.metadata.namespace"
 		} else {
@@ -480,7 +483,7 @@ func (c *rgdCompiler) observedBranches(n *Node) ([]any, error) {
 	objRoot := "$." + kind
 	wroot := "$." + wanted(n.ID)
 	conds := []any{}
-	if kindNamespaced {
+	if nsExpr != nil {
 		conds = append(conds, map[string]any{"@eq": []any{wroot + ".namespace", objRoot + ".metadata.namespace"}})
 	}
 	if !n.Collection {
@@ -505,8 +508,8 @@ func (c *rgdCompiler) observedBranches(n *Node) ([]any, error) {
 	}
 	b2 := []any{map[string]any{"@inputs": []any{wanted(n.ID), kind}}}
 	if len(conds) == 0 {
-		// A cluster-scoped kind read by selector: every object is a
-		// candidate (no hash key).
+		// Read by selector from a cluster-scoped kind or every
+		// namespace: every object is a candidate (no hash key).
 		conds = append(conds, true)
 	}
 	b2 = append(b2, map[string]any{"@join": map[string]any{"@and": conds}})
