@@ -72,3 +72,52 @@ spec:
 		t.Fatalf("status %v", st)
 	}
 }
+
+// TestConditionTypes: includeWhen and readyWhen whose type is known and is
+// not bool are refused at compile time with their path (kro refuses them
+// when the RGD is created); bool ones and ones of unknown type pass.
+func TestConditionTypes(t *testing.T) {
+	rgd := func(include, ready, eachReady string) string {
+		return `apiVersion: kro.run/v1alpha1
+kind: ResourceGraphDefinition
+metadata: {name: conds}
+spec:
+  schema:
+    apiVersion: v1alpha1
+    kind: Conds
+    spec: {name: string, on: boolean, n: integer}
+  resources:
+    - id: deploy
+      includeWhen: ["` + include + `"]
+      readyWhen: ["` + ready + `"]
+      template:
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: "${schema.spec.name}"}
+        spec: {selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: i}]}}}
+    - id: cms
+      forEach: [{i: "${lists.range(2)}"}]
+      readyWhen: ["` + eachReady + `"]
+      template:
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: "${schema.spec.name + string(i)}"}
+`
+	}
+	ok := [3]string{"${schema.spec.on}", "${deploy.status.availableReplicas > 0}", "${each.metadata.name != ''}"}
+	for _, tc := range []struct {
+		in      [3]string
+		wantErr string
+	}{
+		{ok, ""},
+		{[3]string{"${schema.spec.name}", ok[1], ok[2]}, "spec.resources[0].includeWhen[0]: must return a bool, got string"},
+		{[3]string{"${schema.spec.n + 1}", ok[1], ok[2]}, "spec.resources[0].includeWhen[0]: must return a bool, got int"},
+		{[3]string{ok[0], "${deploy.status.availableReplicas}", ok[2]}, "spec.resources[0].readyWhen[0]: must return a bool, got int"},
+		{[3]string{ok[0], ok[1], "${each.metadata.name}"}, "spec.resources[1].readyWhen[0]: must return a bool, got string"},
+	} {
+		_, err := Compile(decodeRGDTB(t, rgd(tc.in[0], tc.in[1], tc.in[2])))
+		if (err == nil) != (tc.wantErr == "") || (err != nil && err.Error() != tc.wantErr) {
+			t.Errorf("%v: got %v, want %q", tc.in, err, tc.wantErr)
+		}
+	}
+}

@@ -410,19 +410,33 @@ func schemaNodes(s *apiextensionsv1.JSONSchemaProps, limit int) int {
 // syntax error) is left to BuildGraph, which reports it with its own rule;
 // such a field, and the fields of an RGD whose resources cannot be read,
 // get no schema here (any value).
+//
+// The includeWhen and readyWhen expressions are checked in the same typed
+// environment (readyWhen of a collection with each as one item): one whose
+// type is known and is not bool (or optional bool) is an *Error at its
+// path, as kro refuses it when the RGD is created.
 func statusFieldSchemas(rgd *krov1a1.ResourceGraphDefinition, spec *apiextensionsv1.JSONSchemaProps, namespaced bool) (map[string]*apiextensionsv1.JSONSchemaProps, error) {
 	in, err := graphInput(rgd)
-	if err != nil || in.Status == nil {
+	if err != nil {
 		return nil, nil
 	}
-	status := make(map[string]any, len(in.Status))
-	for k, v := range in.Status {
-		if k != "conditions" {
-			status[k] = v
+	var fields []TemplateField
+	if in.Status != nil {
+		status := make(map[string]any, len(in.Status))
+		for k, v := range in.Status {
+			if k != "conditions" {
+				status[k] = v
+			}
+		}
+		if fields, err = FindFields(status, ""); err != nil {
+			return nil, nil
 		}
 	}
-	fields, err := FindFields(status, "")
-	if err != nil || len(fields) == 0 {
+	hasConds := false
+	for _, r := range in.Resources {
+		hasConds = hasConds || len(r.IncludeWhen) > 0 || len(r.ReadyWhen) > 0
+	}
+	if len(fields) == 0 && !hasConds {
 		return nil, nil
 	}
 	st := &statusTyper{objects: map[string]*apiextensionsv1.JSONSchemaProps{}}
@@ -431,6 +445,7 @@ func statusFieldSchemas(rgd *krov1a1.ResourceGraphDefinition, spec *apiextension
 	opts := []cel.EnvOption{cel.Variable(SchemaVar, inst.decl.CelType())}
 	var decl Declarations
 	index := map[string]int{}
+	types := map[string]typed{} // of one object of each resource
 	for i, r := range in.Resources {
 		if _, dup := index[r.ID]; dup || !resourceIDPattern.MatchString(r.ID) || reservedNames[r.ID] {
 			return nil, nil // BuildGraph refuses the id
@@ -450,6 +465,7 @@ func statusFieldSchemas(rgd *krov1a1.ResourceGraphDefinition, spec *apiextension
 			ty = b
 			roots = append(roots, b.decl)
 		}
+		types[r.ID] = ty
 		if collection {
 			ty = listOf(ty)
 			decl.Collections = append(decl.Collections, r.ID)
@@ -469,6 +485,9 @@ func statusFieldSchemas(rgd *krov1a1.ResourceGraphDefinition, spec *apiextension
 	env, err := base.Extend(append(provider, opts...)...)
 	if err != nil {
 		return nil, errorf(statusPath, "CEL environment: %v", err)
+	}
+	if err := checkConditionTypes(env, in, types); err != nil {
+		return nil, err
 	}
 	var untyped *Graph // every variable dyn, made on the first failure
 	out := map[string]*apiextensionsv1.JSONSchemaProps{}
@@ -492,4 +511,46 @@ func statusFieldSchemas(rgd *krov1a1.ResourceGraphDefinition, spec *apiextension
 		}
 	}
 	return out, nil
+}
+
+// checkConditionTypes type-checks each includeWhen and readyWhen in env
+// (readyWhen of a collection with each bound to one item of types[id]): an
+// expression that checks with a known type other than bool or
+// optional(bool) is an *Error at its path (spec.resources[i].includeWhen[j]:
+// must return a bool, got string). One that does not check is left to
+// BuildGraph, which reports what is wrong with it by its own rules.
+func checkConditionTypes(env *cel.Env, in GraphInput, types map[string]typed) error {
+	check := func(env *cel.Env, path, src string) error {
+		body, err := ParseStandalone(path, src)
+		if err != nil {
+			return nil
+		}
+		checked, iss := env.Compile(body)
+		if iss != nil && iss.Err() != nil {
+			return nil
+		}
+		return checkBool(path, &Expression{OutputType: checked.OutputType()})
+	}
+	for i, r := range in.Resources {
+		p := Index("spec.resources", i)
+		for j, src := range r.IncludeWhen {
+			if err := check(env, Index(Field(p, "includeWhen"), j), src); err != nil {
+				return err
+			}
+		}
+		renv := env
+		if len(r.ReadyWhen) > 0 && len(r.ForEach) > 0 {
+			e, err := env.Extend(cel.Variable(EachVar, types[r.ID].decl.CelType()))
+			if err != nil {
+				return nil
+			}
+			renv = e
+		}
+		for j, src := range r.ReadyWhen {
+			if err := check(renv, Index(Field(p, "readyWhen"), j), src); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
