@@ -63,6 +63,14 @@ type OfflineOptions struct {
 	// passes one that turns each write into the API server's dry-run
 	// request and stores its answer.
 	WrapClient func(store controller.StoreClient) controller.Client
+	// ResyncLast, when set, makes Start resync the controllers only once
+	// the first run reached its fixed point, so that a controller reading
+	// a view another controller writes finds the view's objects when it
+	// looks for stale targets, as a manager whose views outlive an
+	// operator update does; otherwise such a controller may delete its
+	// targets and create them again within the run. dctl diff sets it:
+	// each write there is a request to the API server.
+	ResyncLast bool
 	// OwnerLive is the controllers' controller.Options.OwnerLive: whether
 	// the controller an owner annotation names runs (nil: every other
 	// owner does, and its objects are left alone).
@@ -203,7 +211,8 @@ func (o *Offline) resolveVersion(group, kind string) (string, error) {
 // fixed point: the objects already in the store (none in a new one) reach
 // every controller as one batch, as a manager's first list does, OneShot
 // sources fire, and every controller resyncs (Controller.Resync: what it
-// wrote before and no longer outputs is deleted or unpatched).
+// wrote before and no longer outputs is deleted or unpatched; with
+// OfflineOptions.ResyncLast after the fixed point is reached).
 func (o *Offline) Start(ctx context.Context) error {
 	var initial []controller.Change
 	for _, gvk := range o.Store.Kinds() {
@@ -221,11 +230,17 @@ func (o *Offline) Start(ctx context.Context) error {
 		if err := c.Start(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("operator %q: controller %q: %w", c.operator, c.Name(), err))
 		}
+		if o.opts.ResyncLast {
+			continue
+		}
 		if err := c.Resync(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("operator %q: controller %q: %w", c.operator, c.Name(), err))
 		}
 	}
 	errs = append(errs, o.run(ctx))
+	if o.opts.ResyncLast {
+		errs = append(errs, o.Resync(ctx))
+	}
 	return errors.Join(errs...)
 }
 
