@@ -201,6 +201,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 
 	offOpts.Store = store
 	offOpts.OwnerLive = c.ownerLive(ctx, opts.Operators)
+	offOpts.ResyncLast = true
 	offOpts.WrapClient = func(sc controller.StoreClient) controller.Client { return dryRunClient{store: sc, c: c} }
 	off, err := operator.NewOffline(opts.Operators, offOpts)
 	if err != nil {
