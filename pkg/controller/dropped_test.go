@@ -8,7 +8,8 @@ import (
 // TestDroppedFields: a write is needed when the desired object no longer
 // sets a path the last written one set; with droppedOutsideMetadataMaps,
 // keys of metadata.labels and metadata.annotations do not count (the
-// Updater tracks those by key).
+// Updater tracks those by key), nor do metadata.finalizers and
+// ownerReferences (an update carries them over from the object).
 func TestDroppedFields(t *testing.T) {
 	for _, tc := range []struct {
 		name, prev, next     string
@@ -21,7 +22,9 @@ func TestDroppedFields(t *testing.T) {
 		{"label dropped", `{"metadata":{"labels":{"l":"1"}}}`, `{"metadata":{"labels":{}}}`, true, false},
 		{"labels map dropped", `{"metadata":{"name":"x","labels":{"l":"1"}}}`, `{"metadata":{"name":"x"}}`, true, false},
 		{"annotation dropped", `{"metadata":{"annotations":{"a":"1"}}}`, `{"metadata":{"annotations":{"b":"2"}}}`, true, false},
-		{"metadata field dropped", `{"metadata":{"name":"x","finalizers":["f"]}}`, `{"metadata":{"name":"x"}}`, true, true},
+		{"metadata field dropped", `{"metadata":{"name":"x","generateName":"g"}}`, `{"metadata":{"name":"x"}}`, true, true},
+		{"finalizers dropped", `{"metadata":{"name":"x","finalizers":["f"]}}`, `{"metadata":{"name":"x"}}`, true, false},
+		{"owner references dropped", `{"metadata":{"name":"x","ownerReferences":[{"name":"o"}]}}`, `{"metadata":{"name":"x"}}`, true, false},
 		{"metadata dropped", `{"metadata":{"labels":{"l":"1"}}}`, `{}`, true, true},
 		{"labels under spec count", `{"spec":{"labels":{"l":"1"}}}`, `{"spec":{"labels":{}}}`, true, true},
 	} {

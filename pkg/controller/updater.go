@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/dcontroller/dcontroller/pkg/object"
 )
@@ -140,6 +141,8 @@ func (t *Target) update(ctx context.Context, key object.Key, desired map[string]
 	anns, droppedAnns := mergeManaged(existingAnns, ann, append(slices.Clip(prevKeys.Annotations), ManagedMetadataAnnotation))
 	setMetadataMap(obj.Object, "labels", labels)
 	setMetadataMap(obj.Object, "annotations", anns)
+	keepMetadataList(obj.Object, existing.Object, "finalizers")
+	keepMetadataList(obj.Object, existing.Object, "ownerReferences")
 	// The API server may add defaults; what matters is that everything the
 	// output says is there and nothing written before was dropped since.
 	// The object carries the new record (the output wins the merge), so a
@@ -211,10 +214,36 @@ func setMetadataMap(doc map[string]any, field string, m map[string]any) {
 	meta[field] = m
 }
 
+// keepMetadataList copies metadata[field] of existing (a list: finalizers,
+// ownerReferences) into doc when doc does not set it. An update replaces the
+// whole object, and an update without these lists would remove them: the
+// finalizers and owner references other controllers (or the garbage
+// collector's foreground deletion) put on the object are theirs, not the
+// output's. An output that sets the list writes it as given; a list an
+// output stops setting stays as the object has it.
+func keepMetadataList(doc, existing map[string]any, field string) {
+	emeta, _ := existing["metadata"].(map[string]any)
+	v, ok := emeta[field].([]any)
+	if !ok || len(v) == 0 {
+		return
+	}
+	meta, ok := doc["metadata"].(map[string]any)
+	if !ok {
+		meta = map[string]any{}
+		doc["metadata"] = meta
+	}
+	if _, set := meta[field]; !set {
+		meta[field] = runtime.DeepCopyJSONValue(v)
+	}
+}
+
 // droppedOutsideMetadataMaps is droppedFields(prev, next) with
 // metadata.labels and metadata.annotations of prev left out: an Updater
 // tracks those by key (see ManagedMetadataAnnotation), and a key someone
-// else removed is no reason to write.
+// else removed is no reason to write. So are metadata.finalizers and
+// ownerReferences, which an update carries over from the object
+// (keepMetadataList): another controller removing its finalizer is no
+// reason to write either.
 func droppedOutsideMetadataMaps(prev, next map[string]any) bool {
 	meta, ok := prev["metadata"]
 	if !ok {
@@ -226,7 +255,7 @@ func droppedOutsideMetadataMaps(prev, next map[string]any) bool {
 	}
 	sub, isMap := meta.(map[string]any)
 	nsub, nIsMap := nmeta.(map[string]any)
-	if isMap && nIsMap && droppedFields(sub, nsub, "labels", "annotations") {
+	if isMap && nIsMap && droppedFields(sub, nsub, "labels", "annotations", "finalizers", "ownerReferences") {
 		return true
 	}
 	return droppedFields(prev, next, "metadata")
