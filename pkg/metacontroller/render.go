@@ -136,7 +136,9 @@ func Render(ctx context.Context, controllers []client.Object, inputs []*unstruct
 		opts.Logger = logr.Discard()
 	}
 	r := &renderer{opts: opts, store: map[objRef]*unstructured.Unstructured{}, res: &RenderResult{},
-		touched: map[objRef]bool{}, last: map[string]string{}, syncs: map[string]int{}, customized: map[string][]relatedRule{}}
+		kinds: map[schema.GroupVersionKind]map[objRef]*unstructured.Unstructured{}, orphanKinds: map[schema.GroupVersionKind]map[objRef]*unstructured.Unstructured{},
+		ownedBy: map[types.UID]map[schema.GroupVersionKind]map[objRef]*unstructured.Unstructured{},
+		touched: map[objRef]bool{}, last: map[string][sha256.Size]byte{}, syncs: map[string]int{}, customized: map[string][]relatedRule{}}
 	mapper := OfflineRESTMapper(inputs)
 	r.mapper = mapper
 	d := deps{mapper: mapper, log: opts.Logger, hookLimits: opts.HookLimits}
@@ -145,7 +147,7 @@ func Render(ctx context.Context, controllers []client.Object, inputs []*unstruct
 		if u.GetNamespace() == "" && r.namespaced(u.GroupVersionKind()) {
 			u.SetNamespace("default")
 		}
-		r.store[refOf(u)] = u
+		r.set(u)
 	}
 	names := map[string]bool{}
 	for i, o := range controllers {
@@ -193,12 +195,18 @@ type renderer struct {
 	opts   RenderOptions
 	mapper meta.RESTMapper
 	store  map[objRef]*unstructured.Unstructured
+	// kinds, ownedBy and orphanKinds index store by kind, by controller
+	// UID and kind, and (objects without a controller reference) by kind.
+	kinds       map[schema.GroupVersionKind]map[objRef]*unstructured.Unstructured
+	ownedBy     map[types.UID]map[schema.GroupVersionKind]map[objRef]*unstructured.Unstructured
+	orphanKinds map[schema.GroupVersionKind]map[objRef]*unstructured.Unstructured
 	// touched are the objects the controllers synced or wrote.
 	touched map[objRef]bool
 	ctls    []renderController
 	res     *RenderResult
-	// last is the last request sent for "<controller>|<hook>|<parent>".
-	last map[string]string
+	// last is the hash of the last request sent for
+	// "<controller>|<hook>|<parent>".
+	last map[string][sha256.Size]byte
 	// syncs counts the hook calls per "<controller>|<parent>".
 	syncs map[string]int
 	// failed: "<controller>|<parent>" whose sync failed (not retried).
@@ -376,21 +384,74 @@ func (c *callRecorder) Call(ctx context.Context, key string, req, resp any) erro
 
 // list returns the stored objects of gvk, sorted by namespace and name.
 func (r *renderer) list(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for ref, o := range r.store {
-		if ref.gvk == gvk {
-			out = append(out, o)
-		}
+	return sortedByKey(r.kinds[gvk])
+}
+
+// owned returns the stored objects of gvk whose controller reference
+// points to uid, sorted by namespace and name.
+func (r *renderer) owned(gvk schema.GroupVersionKind, uid types.UID) []*unstructured.Unstructured {
+	return sortedByKey(r.ownedBy[uid][gvk])
+}
+
+// orphans returns the stored objects of gvk without a controller
+// reference, sorted by namespace and name.
+func (r *renderer) orphans(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
+	return sortedByKey(r.orphanKinds[gvk])
+}
+
+func sortedByKey(m map[objRef]*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(m))
+	for _, o := range m {
+		out = append(out, o)
 	}
 	sort.Slice(out, func(i, j int) bool { return describe(out[i]) < describe(out[j]) })
 	return out
 }
 
+// set stores o (replacing the object of the same kind, namespace and
+// name) and keeps the indexes by kind, by controller UID and of the
+// objects without a controller reference by kind.
+func (r *renderer) set(o *unstructured.Unstructured) {
+	ref := r.unset(refOf(o))
+	r.store[ref] = o
+	if r.kinds[ref.gvk] == nil {
+		r.kinds[ref.gvk] = map[objRef]*unstructured.Unstructured{}
+	}
+	r.kinds[ref.gvk][ref] = o
+	idx := r.index(o)
+	if idx[ref.gvk] == nil {
+		idx[ref.gvk] = map[objRef]*unstructured.Unstructured{}
+	}
+	idx[ref.gvk][ref] = o
+}
+
+// index is the index of o: orphanKinds, or ownedBy by its controller UID
+// (both keyed by kind).
+func (r *renderer) index(o *unstructured.Unstructured) map[schema.GroupVersionKind]map[objRef]*unstructured.Unstructured {
+	uid := controllerUID(o)
+	if uid == "" {
+		return r.orphanKinds
+	}
+	if r.ownedBy[uid] == nil {
+		r.ownedBy[uid] = map[schema.GroupVersionKind]map[objRef]*unstructured.Unstructured{}
+	}
+	return r.ownedBy[uid]
+}
+
+// unset removes the object ref names from the store and the indexes.
+func (r *renderer) unset(ref objRef) objRef {
+	if old := r.store[ref]; old != nil {
+		delete(r.kinds[ref.gvk], ref)
+		delete(r.index(old)[ref.gvk], ref)
+		delete(r.store, ref)
+	}
+	return ref
+}
+
 // put stores a write of o.
 func (r *renderer) put(o *unstructured.Unstructured) {
-	ref := refOf(o)
-	r.store[ref] = o
-	r.touched[ref] = true
+	r.set(o)
+	r.touched[refOf(o)] = true
 }
 
 // remove deletes o as the API server would: an object with finalizers
@@ -411,15 +472,13 @@ func (r *renderer) remove(o *unstructured.Unstructured) {
 		}
 		return
 	}
-	delete(r.store, ref)
+	r.unset(ref)
 	r.touched[ref] = true
 	r.res.Deleted = append(r.res.Deleted, cur)
 	if uid := cur.GetUID(); uid != "" {
 		var deps []*unstructured.Unstructured
-		for _, d := range r.store {
-			if controllerUID(d) == uid {
-				deps = append(deps, d)
-			}
+		for _, m := range r.ownedBy[uid] {
+			deps = append(deps, sortedByKey(m)...)
 		}
 		sortObjects(deps)
 		for _, d := range deps {
@@ -445,7 +504,7 @@ func (r *renderer) asParent(o *unstructured.Unstructured, generation bool) *unst
 	if generation && o.GetGeneration() == 0 {
 		o.SetGeneration(1)
 	}
-	r.store[refOf(o)] = o
+	r.set(o)
 	return o
 }
 
@@ -572,11 +631,12 @@ func (r *renderer) relatedObjects(ctx context.Context, rel *related, name string
 // change), counting the syncs of the parent. skip: nothing to do.
 func (r *renderer) call(ctx context.Context, caller hook.Caller, ctl, hookName string, parent *unstructured.Unstructured, req, resp any) (skip bool, err error) {
 	b, _ := json.Marshal(req)
+	sum := sha256.Sum256(b)
 	key := ctl + "|" + hookName + "|" + refOf(parent).String()
-	if r.last[key] == string(b) {
+	if r.last[key] == sum {
 		return true, nil
 	}
-	r.last[key] = string(b)
+	r.last[key] = sum
 	pkey := ctl + "|" + refOf(parent).String()
 	r.syncs[pkey]++
 	if r.syncs[pkey] > r.opts.MaxSyncs {
@@ -641,7 +701,7 @@ func (c *composite) renderSync(ctx context.Context, r *renderer, parent *unstruc
 		// The manager put the finalizer on the parent while it lived.
 		parent = parent.DeepCopy()
 		parent.SetFinalizers(append(parent.GetFinalizers(), c.finalizer))
-		r.store[refOf(parent)] = parent
+		r.set(parent)
 		hasFin = true
 	}
 	if !matches && !hasFin {
@@ -673,7 +733,7 @@ func (c *composite) renderSync(ctx context.Context, r *renderer, parent *unstruc
 	}
 	observed := childSet{}
 	for _, rule := range c.children {
-		for _, o := range r.list(rule.gvk) {
+		for _, o := range slices.Concat(r.owned(rule.gvk, parent.GetUID()), r.orphans(rule.gvk)) {
 			if c.parent.namespaced && o.GetNamespace() != parent.GetNamespace() {
 				continue
 			}
@@ -760,7 +820,7 @@ func (c *decorator) renderSync(ctx context.Context, r *renderer, dr *decorated, 
 		// The manager put the finalizer on the object while it lived.
 		obj = obj.DeepCopy()
 		obj.SetFinalizers(append(obj.GetFinalizers(), c.finalizer))
-		r.store[refOf(obj)] = obj
+		r.set(obj)
 		hasFin = true
 	}
 	if !matches && !hasFin {
@@ -787,7 +847,7 @@ func (c *decorator) renderSync(ctx context.Context, r *renderer, dr *decorated, 
 	observed := childSet{}
 	var observedList []*unstructured.Unstructured
 	for _, rule := range c.attach {
-		for _, o := range r.list(rule.gvk) {
+		for _, o := range r.owned(rule.gvk, obj.GetUID()) {
 			if controllerUID(o) != obj.GetUID() || o.GetAnnotations()[DecoratorAnnotation] != c.dc.Name || (dr.namespaced && o.GetNamespace() != obj.GetNamespace()) {
 				continue
 			}
