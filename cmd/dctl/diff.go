@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/diff"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller"
@@ -127,15 +128,17 @@ func runDiff(ctx context.Context, o *diffOptions, stdout, stderr io.Writer) erro
 		}
 	}
 	var ops []*opv1a1.Operator
+	var rgds []*krov1a1.ResourceGraphDefinition
 	files := map[string]string{}
 	for _, f := range o.operatorFiles {
 		if hf != nil {
 			break
 		}
-		loaded, err := readOperatorsAndRGDs(f)
+		loaded, fileRGDs, err := readOperatorsAndRGDsAll(f)
 		if err != nil {
 			return fail(err)
 		}
+		rgds = append(rgds, fileRGDs...)
 		for _, op := range loaded {
 			files[op.Name] = f
 		}
@@ -158,7 +161,7 @@ func runDiff(ctx context.Context, o *diffOptions, stdout, stderr io.Writer) erro
 		}
 		res, err = diff.RunHooks(ctx, hopts)
 	} else {
-		res, err = diff.Run(ctx, diff.Options{Config: cfg, Operators: ops, Files: files,
+		res, err = diff.Run(ctx, diff.Options{Config: cfg, Operators: ops, Files: files, RGDs: rgds,
 			MaxDeltaEntries: o.limits.maxDeltaEntries, MaxObjectBytes: o.limits.maxObjectBytes, EvalLimits: o.limits.evalLimits(),
 			KindLimits: o.limits.kindLimits(), MaxObjects: o.maxObjects, Logger: ctrl.Log.WithName("diff")})
 	}

@@ -43,14 +43,21 @@ func compileRGD(raw []byte, where string) (*rgd.Compiled, error) {
 // the Operators the ResourceGraphDefinitions among them compile to. A file
 // without an RGD is read as readOperators reads it.
 func readOperatorsAndRGDs(path string) ([]*opv1a1.Operator, error) {
+	ops, _, err := readOperatorsAndRGDsAll(path)
+	return ops, err
+}
+
+// readOperatorsAndRGDsAll is readOperatorsAndRGDs that also returns the
+// ResourceGraphDefinitions themselves.
+func readOperatorsAndRGDsAll(path string) ([]*opv1a1.Operator, []*krov1a1.ResourceGraphDefinition, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	objs, err := operator.DecodeObjects(fh)
 	fh.Close()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	any := false
 	for _, obj := range objs {
@@ -59,28 +66,35 @@ func readOperatorsAndRGDs(path string) ([]*opv1a1.Operator, error) {
 		}
 	}
 	if !any {
-		return readOperators(path)
+		ops, err := readOperators(path)
+		return ops, nil, err
 	}
 	var ops []*opv1a1.Operator
+	var rgds []*krov1a1.ResourceGraphDefinition
 	for i, obj := range objs {
 		where := fmt.Sprintf("%s: object %d (%s %s)", path, i+1, obj.GetKind(), obj.GetName())
 		raw, err := json.Marshal(obj.Object)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
+			return nil, nil, fmt.Errorf("%s: %w", where, err)
 		}
 		if isRGD(obj.GetAPIVersion(), obj.GetKind()) {
 			c, err := compileRGD(raw, where)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			ops = append(ops, c.Operator)
+			g := &krov1a1.ResourceGraphDefinition{}
+			if err := json.Unmarshal(raw, g); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", where, err)
+			}
+			rgds = append(rgds, g)
 			continue
 		}
 		loaded, err := operator.DecodeOperators(bytes.NewReader(raw))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
+			return nil, nil, fmt.Errorf("%s: %w", where, err)
 		}
 		ops = append(ops, loaded...)
 	}
-	return ops, nil
+	return ops, rgds, nil
 }

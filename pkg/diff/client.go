@@ -186,7 +186,9 @@ func (d dryRunClient) send(ctx context.Context, obj *unstructured.Unstructured, 
 	d.c.count()
 	var ans *unstructured.Unstructured
 	if live != nil {
-		ans, err = ri.Update(ctx, b, metav1.UpdateOptions{DryRun: dryRunAll, FieldManager: fieldManager(ctx)})
+		ans, err = d.c.updateFresh(ctx, ri, b, func(b *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			return ri.Update(ctx, b, metav1.UpdateOptions{DryRun: dryRunAll, FieldManager: fieldManager(ctx)})
+		})
 	} else {
 		ans, err = ri.Create(ctx, b, metav1.CreateOptions{DryRun: dryRunAll, FieldManager: fieldManager(ctx)})
 	}
@@ -330,7 +332,9 @@ func (d dryRunClient) sendStatus(ctx context.Context, obj *unstructured.Unstruct
 	}
 	b, _ := d.body(obj)
 	d.c.count()
-	ans, err := ri.UpdateStatus(ctx, b, metav1.UpdateOptions{DryRun: dryRunAll, FieldManager: fieldManager(ctx)})
+	ans, err := d.c.updateFresh(ctx, ri, b, func(b *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		return ri.UpdateStatus(ctx, b, metav1.UpdateOptions{DryRun: dryRunAll, FieldManager: fieldManager(ctx)})
+	})
 	if err != nil {
 		return err
 	}
@@ -368,6 +372,30 @@ func (d dryRunClient) ApplyStatus(ctx context.Context, obj *unstructured.Unstruc
 		return err
 	}
 	return d.storeStatus(obj.DeepCopy(), ans)
+}
+
+// conflictRetries bounds updateFresh's attempts.
+const conflictRetries = 3
+
+// updateFresh calls update with b; when the API server answers Conflict
+// (someone changed the object since it was listed: a Deployment's status,
+// say), it reads the object's current resourceVersion and tries again, as
+// the manager retries a conflicting write. The count of dry-run requests
+// includes each attempt.
+func (c *cluster) updateFresh(ctx context.Context, ri dynamic.ResourceInterface, b *unstructured.Unstructured,
+	update func(*unstructured.Unstructured) (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
+	for attempt := 1; ; attempt++ {
+		ans, err := update(b)
+		if !apierrors.IsConflict(err) || attempt == conflictRetries {
+			return ans, err
+		}
+		cur, gerr := ri.Get(ctx, b.GetName(), metav1.GetOptions{})
+		if gerr != nil {
+			return nil, err
+		}
+		b.SetResourceVersion(cur.GetResourceVersion())
+		c.count()
+	}
 }
 
 func ptrTrue() *bool { t := true; return &t }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/expression"
@@ -49,6 +50,13 @@ type Options struct {
 	MaxDeltaEntries int
 	MaxObjectBytes  int
 	EvalLimits      expression.Limits
+	// RGDs are ResourceGraphDefinitions to preview with the Operators.
+	// Each is compiled as the RGD runtime compiles the RGD of that name in
+	// the cluster (with its uid; its Operator replaces one of the same
+	// name in Operators), its instance CRD is previewed as the runtime
+	// applies it, and an instance kind the cluster does not serve yet has
+	// no objects.
+	RGDs []*krov1a1.ResourceGraphDefinition
 	// KindLimits bound the kinds of one operator as the manager bounds
 	// them (dctl --max-targets, --max-view-kinds): a controller over them
 	// does not run, and its error is in Result.Errors.
@@ -129,6 +137,19 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	crds, err := c.compileRGDs(ctx, &opts)
+	if err != nil {
+		return nil, err
+	}
+	rgdVersions, rgdStatus := rgdKinds(crds)
+	for k, v := range rgdVersions {
+		if _, ok := versions[k]; !ok {
+			versions[k] = v
+		}
+	}
+	for k := range rgdStatus {
+		status[k] = true
+	}
 	offOpts := operator.OfflineOptions{Versions: versions, Logger: log,
 		MaxDeltaEntries: opts.MaxDeltaEntries, MaxObjectBytes: opts.MaxObjectBytes, EvalLimits: opts.EvalLimits,
 		StatusSubresource: func(gvk schema.GroupVersionKind) bool { return status[gvk] }}
@@ -184,6 +205,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 
 	store := view.NewStore()
 	for _, gvk := range sortedKinds(kinds) {
+		if _, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); meta.IsNoMatchError(err) && rgdVersions[gvk.Group+"/"+gvk.Kind] != "" {
+			// An RGD's instance kind whose CRD is not applied yet: no
+			// instances.
+			continue
+		}
 		objs, err := c.list(ctx, gvk, opts.MaxObjects-res.Listed)
 		if err != nil {
 			return nil, err
@@ -213,8 +239,16 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		res.Errors = append(res.Errors, e)
 	}
 	res.Conflicts = off.Conflicts()
-	res.DryRuns = c.dryRuns
 
+	for _, rc := range crds {
+		ch, err := c.crdChange(ctx, rc)
+		if err != nil {
+			res.Errors = append(res.Errors, err)
+		} else if ch != nil {
+			res.Changes = append(res.Changes, *ch)
+		}
+	}
+	res.DryRuns = c.dryRuns
 	for _, gvk := range targets {
 		if isView(gvk) {
 			continue
@@ -250,7 +284,22 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			res.Changes = append(res.Changes, ch)
 		}
 	}
+	sortChanges(res.Changes)
 	return res, nil
+}
+
+// sortChanges sorts changes by apiVersion, kind, namespace and name.
+func sortChanges(changes []Change) {
+	sort.Slice(changes, func(i, j int) bool {
+		a, b := changes[i], changes[j]
+		if x, y := a.GVK.GroupVersion().String(), b.GVK.GroupVersion().String(); x != y {
+			return x < y
+		}
+		if a.GVK.Kind != b.GVK.Kind {
+			return a.GVK.Kind < b.GVK.Kind
+		}
+		return a.Key.String() < b.Key.String()
+	})
 }
 
 // Compared returns doc as Run compares and prints it: a copy without the

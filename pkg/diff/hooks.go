@@ -3,7 +3,6 @@ package diff
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -151,16 +150,7 @@ func RunHooks(ctx context.Context, opts HookOptions) (*Result, error) {
 		}
 		res.Changes = append(res.Changes, Change{Action: Delete, GVK: gvk, Key: key, Live: Compared(live.Object)})
 	}
-	sort.Slice(res.Changes, func(i, j int) bool {
-		a, b := res.Changes[i], res.Changes[j]
-		if x, y := a.GVK.GroupVersion().String(), b.GVK.GroupVersion().String(); x != y {
-			return x < y
-		}
-		if a.GVK.Kind != b.GVK.Kind {
-			return a.GVK.Kind < b.GVK.Kind
-		}
-		return a.Key.String() < b.Key.String()
-	})
+	sortChanges(res.Changes)
 	res.DryRuns = c.dryRuns
 	return res, nil
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/diff"
@@ -566,4 +567,112 @@ func TestDiffHookController(t *testing.T) {
 	if code != 0 || out != "" {
 		t.Errorf("after applying: exit %d, output %q, stderr %s", code, out, stderr)
 	}
+}
+
+// TestDiffRGD: dctl diff of a ResourceGraphDefinition file previews its
+// instance CRD (a create before it is applied, with the spec the RGD
+// runtime then applies) and, once instances run, an edit of a resource
+// template as the update of exactly the instances' resources that
+// change, ending as the diff says.
+func TestDiffRGD(t *testing.T) {
+	const ns, crdName = "e2e-diff-rgd", "diffwebapps.kro.run"
+	v1 := strings.NewReplacer("name: webapplication", "name: diff-webapp", "kind: WebApplication", "kind: DiffWebApp").
+		Replace(readExample(t, "kro-webapp", "operator.yaml"))
+	v2 := strings.Replace(v1, "          name: ${schema.spec.name}\n        spec:\n          replicas:",
+		"          name: ${schema.spec.name}\n          labels: {tier: web}\n        spec:\n          replicas:", 1)
+	if v2 == v1 {
+		t.Fatal("the Deployment template of examples/kro-webapp changed; adjust the edit")
+	}
+	run := func(src string) *diff.Result {
+		t.Helper()
+		var g krov1a1.ResourceGraphDefinition
+		if err := yaml.Unmarshal([]byte(src), &g); err != nil {
+			t.Fatal(err)
+		}
+		rc := &requestCounter{byMethod: map[string]int{}}
+		res, err := diff.Run(context.Background(), diff.Options{Config: rc.wrap(restConfig), RGDs: []*krov1a1.ResourceGraphDefinition{&g}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Errors) > 0 || len(rc.writes) > 0 {
+			t.Fatalf("errors %v, writes %v", res.Errors, rc.writes)
+		}
+		return res
+	}
+	actions := func(res *diff.Result) []string {
+		var out []string
+		for _, ch := range res.Changes {
+			out = append(out, fmt.Sprintf("%s %s %s", ch.Action, ch.GVK.Kind, ch.Key))
+		}
+		return out
+	}
+
+	// Not applied yet: the CRD would be created, there are no instances.
+	file := writeTemp(t, "rgd.yaml", v1)
+	out, stderr, code := runDctlCode(t, []string{"KUBECONFIG=" + kubeconfig}, "diff", "-f", file)
+	if code != 1 || !strings.HasPrefix(out, "diff -u -N live/apiextensions.k8s.io.v1.CustomResourceDefinition.."+crdName+" ") {
+		t.Fatalf("exit %d, stderr %s, output:\n%s", code, stderr, out)
+	}
+	res := run(v1)
+	if got, want := actions(res), []string{"create CustomResourceDefinition " + crdName}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	crdSpec := res.Changes[0].Merged["spec"]
+
+	startRGDManager(t)
+	cleanupRGD(t, "diff-webapp", crdName)
+	mustKubectl(t, v1, "apply", "-f", "-")
+	mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crdName)
+	live := &unstructured.Unstructured{}
+	live.SetAPIVersion("apiextensions.k8s.io/v1")
+	live.SetKind("CustomResourceDefinition")
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Name: crdName}, live); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(diff.Compared(live.Object)["spec"], crdSpec) {
+		t.Errorf("CRD spec applied %v, the diff said %v", live.Object["spec"], crdSpec)
+	}
+
+	// An instance runs; the edit adds a label to its Deployment only.
+	mustKubectl(t, "", "create", "namespace", ns)
+	mustKubectl(t, "apiVersion: kro.run/v1alpha1\nkind: DiffWebApp\nmetadata: {name: shop, namespace: "+ns+"}\nspec: {name: shop}\n", "apply", "-f", "-")
+	deployment := func() map[string]any {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("apps/v1")
+		u.SetKind("Deployment")
+		if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "shop"}, u); err != nil {
+			return nil
+		}
+		return diff.Compared(u.Object)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if deployment() == nil {
+			return "no Deployment"
+		}
+		if r := run(v1); len(r.Changes) > 0 {
+			var b strings.Builder
+			_ = r.WriteUnified(&b)
+			return fmt.Sprintf("not settled:\n%s", b.String())
+		}
+		return ""
+	})
+	res = run(v2)
+	if got, want := actions(res), []string{"update Deployment " + ns + "/shop"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	wantLabels := res.Changes[0].Merged["metadata"].(map[string]any)["labels"]
+	mustKubectl(t, v2, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		d := deployment()
+		if d == nil {
+			return "no Deployment"
+		}
+		if got := d["metadata"].(map[string]any)["labels"]; !reflect.DeepEqual(got, wantLabels) {
+			return fmt.Sprintf("labels %v, the diff said %v", got, wantLabels)
+		}
+		if !reflect.DeepEqual(d["spec"], res.Changes[0].Merged["spec"]) {
+			return fmt.Sprintf("spec %v, the diff said %v", d["spec"], res.Changes[0].Merged["spec"])
+		}
+		return ""
+	})
 }
