@@ -37,4 +37,7 @@
 // state (parent, children and related objects by resourceVersion) equals
 // the state of its last successful sync is not synced again, except by a
 // resync.
+//
+// Render makes the same decisions offline, on objects from files and an
+// in-memory store instead of a cluster (dctl eval of hook controllers).
 package metacontroller
