@@ -34,11 +34,10 @@ func newDiffCommand() *cobra.Command {
 		Short: "Show what applying operators would change in a live cluster, without changing it",
 		Long: `diff previews what the given operators (Operators, or ResourceGraphDefinitions,
 which compile to one; or hook controllers, see below) would change in the
-cluster of the current kubeconfig
-if they were applied: it lists, once, every object of the kinds their
-controllers read and write (no watch is left running), runs the controllers
-on them as a manager (re)starting with these operators would, and prints the
-target objects that would change:
+cluster of the current kubeconfig if they were applied: it lists, once,
+every object of the kinds their controllers read and write (no watch is
+left running), runs the controllers on them as a manager (re)starting with
+these operators would, and prints the target objects that would change:
 
   - created: objects the controllers would write that do not exist;
   - updated: a unified diff of the fields that would change;
@@ -61,6 +60,11 @@ The output is as kubectl diff prints it: for each changed object, sorted by
 apiVersion, kind, namespace and name, "diff -u -N live/NAME merged/NAME" and
 a unified diff of the two as YAML, NAME being
 <group>.<version>.<Kind>.<namespace>.<name>.
+
+A ResourceGraphDefinition is compiled with the uid of the RGD of that name
+in the cluster, as the RGD runtime compiles it, and its instance
+CustomResourceDefinition is previewed as the runtime applies it (created
+when missing; an instance kind not served yet has no instances).
 
 Hook controllers (CompositeController, DecoratorController; not mixed with
 Operators in one run): the objects of their parent and child resources
@@ -97,7 +101,7 @@ the diff of everything else is still printed).`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringArrayVarP(&o.operatorFiles, "filename", "f", nil, "operator file (YAML stream of Operators or ResourceGraphDefinitions); repeatable")
+	fs.StringArrayVarP(&o.operatorFiles, "filename", "f", nil, "operator file (YAML stream of Operators or ResourceGraphDefinitions, or of hook controllers); repeatable")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&o.context, "context", "", "kubeconfig context to use (default: the current context)")
 	fs.IntVar(&o.maxObjects, "max-objects", diff.DefaultMaxObjects, "the most objects listed over all kinds read and written; more is an error")
