@@ -397,8 +397,12 @@ func (t *Target) call(ctx context.Context, op string, f func() error) error {
 }
 
 // write moves the target object of key to the desired state; it reports
-// whether an API call was made.
+// whether an API call was made. A desired object that asks to keep the
+// existing one (KeepsExisting) is no write of any kind.
 func (t *Target) write(ctx context.Context, key object.Key, desired map[string]any) (bool, error) {
+	if KeepsExisting(desired) {
+		return false, nil
+	}
 	switch t.Type {
 	case opv1a1.Patcher:
 		return t.patch(ctx, key, desired)
@@ -412,6 +416,19 @@ func (t *Target) write(ctx context.Context, key object.Key, desired map[string]a
 	default:
 		return t.update(ctx, key, desired)
 	}
+}
+
+// KeepsExisting reports whether the output document doc carries
+// opv1a1.KeepAnnotation with opv1a1.KeepValue: the target keeps the
+// existing object of its key as it is (no create, update, patch or
+// delete) and its record of it. A nil doc does not.
+func KeepsExisting(doc map[string]any) bool {
+	meta, ok := doc["metadata"].(map[string]any)
+	if !ok {
+		return false
+	}
+	ann, ok := meta["annotations"].(map[string]any)
+	return ok && ann[opv1a1.KeepAnnotation] == opv1a1.KeepValue
 }
 
 // get reads the target object of key, nil when it does not exist: with

@@ -49,3 +49,17 @@ func IsViewGroup(group string) bool {
 // value is "<operator>/<controller>". A manager only ever deletes stale
 // objects that carry its own mark.
 const OwnerAnnotation = "dcontroller.io/owner"
+
+// KeepAnnotation, set to "true" on a pipeline output object, means "keep
+// the existing object as it is": the target neither writes nor deletes
+// the object of that name and namespace (nor creates it when it does not
+// exist), and keeps its record of it, as long as the output holds such an
+// object. The output object needs only apiVersion, kind, metadata.name,
+// metadata.namespace and the annotation; it is never written. A pipeline
+// emits it for an object it cannot compute yet but must not remove (the
+// compiled ResourceGraphDefinitions use it for a resource that waits on a
+// dependency, see docs/kro.md).
+const KeepAnnotation = "dcontroller.io/keep"
+
+// KeepValue is the value of KeepAnnotation that keeps an object.
+const KeepValue = "true"
