@@ -378,11 +378,20 @@ func (c *rgdCompiler) controller() (*opv1a1.Controller, error) {
 		if len(c.dependents[n.ID]) > 0 {
 			branches = append(branches, c.heldBranch(n))
 		}
-		b, err := c.resourceBranch(n)
+		bs, err := c.resourceBranch(n)
 		if err != nil {
 			return nil, err
 		}
-		branches = append(branches, b)
+		for _, b := range bs {
+			branches = append(branches, b)
+		}
+		pb, err := c.pendingBranches(n)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range pb {
+			branches = append(branches, b)
+		}
 		gvk := c.resourceGVK(n)
 		g, v := gvk.Group, gvk.Version
 		targets = append(targets, opv1a1.Target{Name: n.ID, Resource: opv1a1.Resource{APIGroup: &g, Version: &v, Kind: gvk.Kind}, Type: opv1a1.Updater})
@@ -727,6 +736,35 @@ func readySrc(d *Node) string {
 	return fmt.Sprintf("%s != null && %s", d.ID, conj(conds))
 }
 
+// completeVar is the CEL variable of the status branch holding the number
+// of desired objects of template resource id when they are all produced
+// (completeOf), else -1. Resource ids have no "_", so it is no id.
+func completeVar(id string) string { return "_complete_" + id }
+
+// statusReadySrc is the CEL saying, in the status branch, that resource d
+// is ready: an externalRef as readySrc; a template resource when its
+// desired objects are all produced (it is not pending) and they exist and
+// are ready: one object, or as many items as its forEach gives, each
+// ready.
+func statusReadySrc(d *Node) string {
+	if d.External {
+		return readySrc(d)
+	}
+	cv := completeVar(d.ID)
+	if !d.Collection {
+		return fmt.Sprintf("%s == 1 && %s", cv, readySrc(d))
+	}
+	s := fmt.Sprintf("%s >= 0 && size(%s) == %s", cv, d.ID, cv)
+	var conds []string
+	for _, r := range d.ReadyWhen {
+		conds = append(conds, r.Expr.Source)
+	}
+	if len(conds) > 0 {
+		s += fmt.Sprintf(" && %s.all(%s, %s)", d.ID, EachVar, conj(conds))
+	}
+	return s
+}
+
 // names returns the distinct variable names of the expressions.
 func names(xs ...*Expression) []string {
 	seen := map[string]bool{}
@@ -744,8 +782,10 @@ func names(xs ...*Expression) []string {
 }
 
 // resourceBranch is the branch that makes the desired objects of template
-// resource n.
-func (c *rgdCompiler) resourceBranch(n *Node) ([]any, error) {
+// resource n, desiredOf(n.ID) (for a collection two: the items, itemsOf,
+// then the objects).
+func (c *rgdCompiler) resourceBranch(n *Node) ([][]any, error) {
+	var split [][]any
 	ik := c.inst.Kind
 	var deps []*Node
 	for _, id := range n.DependsOn {
@@ -838,7 +878,13 @@ func (c *rgdCompiler) resourceBranch(n *Node) ([]any, error) {
 		}
 		stages = append(stages,
 			map[string]any{"@project": map[string]any{"ctx": "$", "items": call}},
-			map[string]any{"@unwind": "$.items"})
+			map[string]any{"@output": itemsOf(n.ID)})
+		// The items go on to the next branch, and to the expected count
+		// (see pendingBranches).
+		split = append(split, stages)
+		stages = []any{
+			map[string]any{"@inputs": []any{itemsOf(n.ID)}},
+			map[string]any{"@unwind": "$.items"}}
 		root = "$.ctx"
 		b = c.binding(root, compound, deps)
 		for _, it := range n.ForEach {
@@ -942,8 +988,8 @@ func (c *rgdCompiler) resourceBranch(n *Node) ([]any, error) {
 			map[string]any{"metadata": meta},
 			map[string]any{"@cond": []any{ownerIf, owner, map[string]any{}}},
 		}},
-		map[string]any{"@output": n.ID})
-	return stages, nil
+		map[string]any{"@output": desiredOf(n.ID)})
+	return append(split, stages), nil
 }
 
 func contains(xs []string, s string) bool {
@@ -1031,12 +1077,27 @@ func (c *rgdCompiler) statusBranch() ([]any, error) {
 		}
 		soft = append(soft, observed(n.ID))
 	}
+	// Whether each template resource's desired objects are all produced
+	// (see pendingBranches).
+	for _, n := range c.g.Nodes {
+		if n.External {
+			continue
+		}
+		inputs = append(inputs, completeOf(n.ID))
+		conds = append(conds, c.instanceEq("$."+completeOf(n.ID)+".instance", "$."+ik+".metadata")...)
+		soft = append(soft, completeOf(n.ID))
+	}
 	stages := []any{map[string]any{"@inputs": inputs}}
 	compound := len(c.g.Nodes) > 0
 	if compound {
 		stages = append(stages, map[string]any{"@join": []any{map[string]any{"@and": conds}, map[string]any{"soft": soft}}})
 	}
 	b := c.binding("$", compound, c.g.Nodes)
+	for _, n := range c.g.Nodes {
+		if !n.External {
+			b.vars[completeVar(n.ID)] = map[string]any{"@definedOr": []any{"$." + completeOf(n.ID) + ".size", -1}}
+		}
+	}
 	status := map[string]any{}
 	fields := map[string]any{}
 	var statusMsgs []string
@@ -1059,36 +1120,27 @@ func (c *rgdCompiler) statusBranch() ([]any, error) {
 		}
 		statusMsgs = append(statusMsgs, fmt.Sprintf(`(has(f.%[1]s.error) ? [%[2]q + ": " + string(f.%[1]s.error)] : [])`, key, f.Path))
 	}
-	// Every included resource exists and is ready; each collection is
-	// within MaxCollectionSize.
-	var oks []string
-	var xs []*Expression
-	included := map[string]string{}
-	includedX := map[string][]*Expression{}
+	// Every included resource exists, is ready and is not pending (its
+	// desired objects are all produced): "waiting" names the others. Each
+	// resource is its own call, so that one that cannot be evaluated yet
+	// (null) counts as waiting without hiding the others. Each collection
+	// is within MaxCollectionSize.
+	var waits []any
+	size := 0
+	included, includedX := c.includedSrc()
 	sizes := map[string]any{}
 	var resourceMsgs []string
 	for _, id := range c.g.Order {
 		n := c.g.Node(id)
-		var inc []string
-		var incX []*Expression
-		for _, w := range n.IncludeWhen {
-			inc = append(inc, w.Expr.Source)
-			incX = append(incX, w.Expr)
-			xs = append(xs, w.Expr)
-		}
-		for _, d := range n.DependsOn {
-			if s := included[d]; s != "true" {
-				inc = append(inc, s)
-				incX = append(incX, includedX[d]...)
-			}
-		}
-		included[id], includedX[id] = conj(inc), incX
-		xs = append(xs, readyWhenExprs(n)...)
-		ok := readySrc(n)
+		incX := includedX[id]
+		ok := statusReadySrc(n)
 		if included[id] != "true" {
 			ok = fmt.Sprintf("(%s) || !(%s)", ok, included[id])
 		}
-		oks = append(oks, ok)
+		size += len(ok)
+		if size > maxReadySource {
+			return nil, errorf("spec.resources", "the readiness expressions of the graph are over %d bytes", maxReadySource)
+		}
 		if len(n.ForEach) > 0 {
 			src, nm := sizeCheckSrc(c.g, n, included[id], incX)
 			call, err := b.celCall(src, nm)
@@ -1101,20 +1153,26 @@ func (c *rgdCompiler) statusBranch() ([]any, error) {
 				`(has(s.%[1]s.error) ? [%[2]q + ": " + string(s.%[1]s.error)] : s.%[1]s.value != null ? [%[2]q + ": " + string(s.%[1]s.value)] : [])`,
 				key, Field(n.Path, "forEach")))
 		}
-	}
-	readySrcAll := conj(oks)
-	if len(readySrcAll) > maxReadySource {
-		return nil, errorf("spec.resources", "the readiness expression of the graph is %d bytes, over %d", len(readySrcAll), maxReadySource)
-	}
-	nm := names(xs...)
-	for _, n := range c.g.Nodes {
+		nm := names(append(readyWhenExprs(n), incX...)...)
 		if !contains(nm, n.ID) {
 			nm = append(nm, n.ID)
 		}
+		if !n.External {
+			nm = append(nm, completeVar(n.ID))
+		}
+		call, err := b.celCall(ok, nm)
+		if err != nil {
+			return nil, errorf(n.Path, "%v", err)
+		}
+		waits = append(waits, map[string]any{"@cond": []any{map[string]any{"@eq": []any{call, true}}, "", id}})
 	}
-	ready, err := b.celCall(readySrcAll, nm)
-	if err != nil {
-		return nil, errorf("spec.resources", "%v", err)
+	var waiting any = ""
+	if len(waits) > 0 {
+		waiting = map[string]any{"@cel": map[string]any{
+			"expr":    `ids.filter(x, x != "").join(", ")`,
+			"vars":    map[string]any{"ids": waits},
+			"library": "kro",
+		}}
 	}
 	joined := func(parts []string, v, root string) any {
 		if len(parts) == 0 {
@@ -1127,15 +1185,15 @@ func (c *rgdCompiler) statusBranch() ([]any, error) {
 		}}
 	}
 	stages = append(stages,
-		map[string]any{"@project": map[string]any{"ctx": "$", "ready": ready, "fields": fields, "sizes": sizes}},
+		map[string]any{"@project": map[string]any{"ctx": "$", "waiting": waiting, "fields": fields, "sizes": sizes}},
 		map[string]any{"@project": map[string]any{
-			"ctx": "$.ctx", "ready": "$.ready", "fields": "$.fields",
+			"ctx": "$.ctx", "waiting": "$.waiting", "fields": "$.fields",
 			"statusError":   joined(statusMsgs, "f", "$.fields"),
 			"resourceError": joined(resourceMsgs, "s", "$.sizes"),
 		}})
 	b = c.binding("$.ctx", compound, c.g.Nodes)
 	instRoot := b.vars[SchemaVar].(string)
-	isReady := map[string]any{"@eq": []any{"$.ready", true}}
+	isReady := map[string]any{"@eq": []any{"$.waiting", ""}}
 	statusErr := map[string]any{"@neq": []any{"$.statusError", ""}}
 	resourceErr := map[string]any{"@neq": []any{"$.resourceError", ""}}
 	resourceMsg := map[string]any{"@concat": []any{"resource error: ", "$.resourceError"}}
@@ -1165,7 +1223,8 @@ func (c *rgdCompiler) statusBranch() ([]any, error) {
 		cond(string(krov1a1.InstanceConditionResourcesReady),
 			either("Unknown", ifThen(resourceErr, "False", ifThen(isReady, "True", "False"))),
 			either(ReasonUnderDeletion, ifThen(resourceErr, "NotReady", ifThen(isReady, "AllResourcesReady", "NotReady"))),
-			either(left, ifThen(resourceErr, resourceMsg, ifThen(isReady, "every included resource exists and is ready", "waiting for resources to exist and be ready")))),
+			either(left, ifThen(resourceErr, resourceMsg, ifThen(isReady, "every included resource exists and is ready",
+				map[string]any{"@concat": []any{"waiting for resources to resolve, exist and be ready: ", "$.waiting"}})))),
 		cond(string(krov1a1.InstanceConditionReady),
 			either("Unknown", ifThen(map[string]any{"@or": []any{statusErr, resourceErr}}, "False", ifThen(isReady, "True", "False"))),
 			either(ReasonUnderDeletion, ifThen(statusErr, ReasonResolutionFailed, ifThen(resourceErr, "NotReady", ifThen(isReady, "Ready", "NotReady")))),

@@ -54,9 +54,13 @@ func newChainRun(t *testing.T) *chainRun {
 				return
 			}
 			delta.Range(func(doc dbsp.Document, w int) bool {
+				// A retraction passes two @output stages (the stream of
+				// desired objects, then the target): counted once.
 				if k, _ := doc["kind"].(string); w < 0 && k != "" {
 					r.mu.Lock()
-					r.retracted = append(r.retracted, k)
+					if n := len(r.retracted); n == 0 || r.retracted[n-1] != k {
+						r.retracted = append(r.retracted, k)
+					}
 					r.mu.Unlock()
 				}
 				return true

@@ -493,8 +493,22 @@ func checkRGDIncremental(t *testing.T, data []byte, ops map[string]*opv1a1.Opera
 	for _, id := range fc.finalIDs {
 		objs = append(objs, fc.final[id].DeepCopy())
 	}
+	// The resources as the incremental run left them are inputs too: a
+	// resource that waits on a dependency keeps its existing object (as
+	// dctl eval shows it observed), so the result depends on what exists.
+	// The run from scratch must leave them as they are (a fixpoint), and
+	// its resync deletes what it no longer wants.
+	for _, gvk := range inc.off.TargetKinds() {
+		if gvk.Group == "kro.run" {
+			continue
+		}
+		for _, u := range inc.store.List(gvk) {
+			objs = append(objs, u.DeepCopy())
+		}
+	}
 	ctx := context.Background()
 	_ = scratch.off.ApplyAll(ctx, objs)
+	_ = scratch.off.Resync(ctx)
 	// The dependencies' statuses the incremental run ended with, set
 	// on the same objects; setting one can make others appear (a
 	// Service once its Deployment is ready), so until nothing is left
