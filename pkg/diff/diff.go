@@ -444,7 +444,7 @@ func (c *cluster) list(ctx context.Context, gvk schema.GroupVersionKind, max int
 			out = append(out, &l.Items[i])
 		}
 		if len(out) > max {
-			return nil, fmt.Errorf("list %s: more objects than the limit of objects listed (--max-objects)", gvk.Kind)
+			return nil, fmt.Errorf("list %s: more objects than the %d that may still be listed (limit of objects listed over all kinds, --max-objects)", gvk.Kind, max)
 		}
 		if cont = l.GetContinue(); cont == "" {
 			return out, nil

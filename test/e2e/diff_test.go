@@ -250,10 +250,12 @@ func TestDiffPreviewsOperatorEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := &requestCounter{byMethod: map[string]int{}}
+	started := time.Now()
 	res, err := diff.Run(context.Background(), diff.Options{Config: rc.wrap(restConfig), Operators: ops})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("diff took %s", time.Since(started).Round(time.Millisecond))
 	if len(res.Errors) > 0 || len(res.Conflicts) > 0 {
 		t.Fatalf("errors %v conflicts %v", res.Errors, res.Conflicts)
 	}
@@ -364,6 +366,12 @@ current-context: c
 	_, stderr, code := runDctlCode(t, nil, "diff", "--kubeconfig", unreachable, "-f", good)
 	if code != 2 || !strings.Contains(stderr, "cannot reach the cluster at https://127.0.0.1:1") {
 		t.Errorf("unreachable cluster: exit %d, stderr %s", code, stderr)
+	}
+
+	// More objects than --max-objects: an error, nothing printed.
+	out, stderr, code := runDctlCode(t, []string{"KUBECONFIG=" + kubeconfig}, "diff", "--max-objects", "1", "-f", good)
+	if code != 2 || out != "" || !strings.Contains(stderr, "--max-objects") {
+		t.Errorf("--max-objects 1: exit %d, stdout %q, stderr %s", code, out, stderr)
 	}
 
 	bad := writeTemp(t, "bad.yaml", strings.Replace(diffOperatorV1, `"@concat"`, `"@frobnicate"`, 1))
