@@ -109,6 +109,8 @@ func TestTestingPage(t *testing.T) {
 			defer func(p string) { readJUnit(t, p) }(args[i])
 		}
 	}
+	// The webhook PodService's test needs its hook server.
+	args = append(args, "--hook-url", "podservice-controller="+startPodServiceHook(t))
 	stdout.Reset()
 	if code := Execute(args, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("%v: exit %d: %s%s", args, code, stdout.String(), stderr.String())

@@ -12,18 +12,9 @@ import (
 	"github.com/dcontroller/dcontroller/pkg/dtest"
 )
 
-// hookExamples are the examples whose controllers are Metacontroller hook
-// controllers, which dctl eval (and so dctl test) does not run offline;
-// test/e2e runs them on a control plane.
-var hookExamples = map[string]bool{
-	"metacontroller-decorator-pipeline":  true,
-	"metacontroller-podservice":          true,
-	"metacontroller-podservice-pipeline": true,
-}
-
 // TestDctlTestExamples runs `dctl test examples/`: every example's expected
-// results, kept as a Test, pass, and every example but the hook
-// controllers has one.
+// results, kept as a Test, pass, and every example has one. The webhook
+// PodService's hook, a Python web server, runs locally (--hook-url).
 func TestDctlTestExamples(t *testing.T) {
 	dirs, err := filepath.Glob("../../examples/*")
 	if err != nil {
@@ -31,16 +22,14 @@ func TestDctlTestExamples(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	junit := filepath.Join(t.TempDir(), "report.xml")
-	code := Execute([]string{"test", "../../examples", "--junit", junit}, nil, &stdout, &stderr)
+	hook := startPodServiceHook(t)
+	code := Execute([]string{"test", "../../examples", "--junit", junit, "--hook-url", "podservice-controller=" + hook}, nil, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	n := 0
 	for _, d := range dirs {
 		name := filepath.Base(d)
-		if hookExamples[name] {
-			continue
-		}
 		n++
 		tests, _ := filepath.Glob(filepath.Join(d, "*_test.yaml"))
 		more, _ := filepath.Glob(filepath.Join(d, "tests", "*.yaml"))
@@ -220,6 +209,7 @@ func TestDctlTestInvalidInput(t *testing.T) {
 	head := "apiVersion: dcontroller.io/v1alpha1\nkind: Test\nmetadata: {name: t}\nspec:\n  operators: [" + dir + "/operator.yaml]\n  steps:\n"
 	pod := "{apiVersion: v1, kind: Pod, metadata: {name: p, namespace: default}}"
 	hook := writeFile(t, "hook.yaml", "apiVersion: metacontroller.k8s.io/v1alpha1\nkind: CompositeController\nmetadata: {name: c}\nspec: {}\n")
+	badHook := writeFile(t, "badhook.yaml", "apiVersion: metacontroller.k8s.io/v1alpha1\nkind: CompositeController\nmetadata: {name: c}\nspec: {parentResource: {apiVersion: v1, resource: nosuchthings}}\n")
 	for _, tc := range []struct {
 		name, file, want string
 		args             []string
@@ -239,8 +229,10 @@ func TestDctlTestInvalidInput(t *testing.T) {
 			want: `x_test.yaml: test "t": spec.steps[0].apply[0].file: open `},
 		{name: "missing operator file", file: "apiVersion: dcontroller.io/v1alpha1\nkind: Test\nmetadata: {name: t}\nspec:\n  operators: [nosuch.yaml]\n  steps: [{}]\n",
 			want: `x_test.yaml: test "t": spec.operators[0]: stat `},
-		{name: "hook controller", file: "apiVersion: dcontroller.io/v1alpha1\nkind: Test\nmetadata: {name: t}\nspec:\n  operators: [" + hook + "]\n  steps: [{}]\n",
-			want: `spec.operators: ` + hook + `: object 1 (CompositeController c): dctl eval, which runs the tests, does not run hook controllers offline`},
+		{name: "hook controller beside an Operator", file: "apiVersion: dcontroller.io/v1alpha1\nkind: Test\nmetadata: {name: t}\nspec:\n  operators: [" + dir + "/operator.yaml, " + hook + "]\n  steps: [{}]\n",
+			want: `spec.operators: ` + dir + `/operator.yaml: object 1 (Operator pod-container-num-annotator): with hook controllers (CompositeController, DecoratorController: metacontroller.k8s.io/v1alpha1), -f takes only them and CustomResourceDefinitions`},
+		{name: "hook controller of an unknown resource", file: "apiVersion: dcontroller.io/v1alpha1\nkind: Test\nmetadata: {name: t}\nspec:\n  operators: [" + badHook + "]\n  steps: [{}]\n",
+			want: `x_test.yaml: test "t": controllers[0] (CompositeController c): `},
 		{name: "deletion of a missing object", file: head + "    - delete: [{apiVersion: v1, kind: Pod, namespace: default, name: q}]\n",
 			want: `x_test.yaml: test "t": spec.steps[0].delete[0]: deletes Pod default/q, which no earlier input creates`},
 		{name: "invalid object name", file: head + "    - apply: [{object: {apiVersion: v1, kind: Pod, metadata: {name: Bad_Name, namespace: default}}}]\n",
