@@ -630,7 +630,14 @@ func TestDiffRGD(t *testing.T) {
 	startRGDManager(t)
 	cleanupRGD(t, "diff-webapp", crdName)
 	mustKubectl(t, v1, "apply", "-f", "-")
-	mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crdName)
+	// The RGD runtime creates the CRD once it has seen the RGD.
+	eventually(t, 60*time.Second, func() string {
+		out, err := kubectl(t, "", "get", "crd", crdName, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+		if err != nil || out != "True" {
+			return fmt.Sprintf("CRD %s not established: %q %v", crdName, out, err)
+		}
+		return ""
+	})
 	live := &unstructured.Unstructured{}
 	live.SetAPIVersion("apiextensions.k8s.io/v1")
 	live.SetKind("CustomResourceDefinition")
