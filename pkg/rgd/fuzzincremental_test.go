@@ -464,8 +464,10 @@ func loadRGDFuzzOperators(t testing.TB) map[string]*opv1a1.Operator {
 // readyWhen reads), external objects that appear, change and go, resyncs
 // and restarts (changes made while stopped), every resource and every
 // instance status equal what a run from scratch computes on the final
-// instances and external objects (dctl eval's ApplyAll) with the final
-// dependency statuses set on its resources; and every instance status
+// instances, external objects and resources (dctl eval's ApplyAll, then a
+// resync; the resources are inputs because a pending resource keeps its
+// existing object) with the final dependency statuses set on its
+// resources; and every instance status
 // conforms to the typed schema of the instance CRD.
 func FuzzRGDIncremental(f *testing.F) {
 	ops := loadRGDFuzzOperators(f)
