@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -107,12 +108,14 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 		return runEvalHooks(ctx, o, hf, stdout, stderr)
 	}
 	var ops []*opv1a1.Operator
+	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range o.operatorFiles {
-		loaded, err := readOperatorsAndRGDs(f)
+		loaded, lcrds, err := readOperatorsAndCRDs(f)
 		if err != nil {
 			return err
 		}
 		ops = append(ops, loaded...)
+		crds = append(crds, lcrds...)
 	}
 	var inputs []*unstructured.Unstructured
 	var where []string // "FILE: object N" of each input
@@ -131,7 +134,7 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 			where = append(where, fmt.Sprintf("%s: object %d", f, j+1))
 		}
 	}
-	off, runErrs, err := evaluate(ctx, ops, inputs, where, o.limits, o.trace, stderr)
+	off, runErrs, err := evaluate(ctx, ops, crds, inputs, where, o.limits, o.trace, stderr)
 	if err != nil {
 		return err
 	}
@@ -162,13 +165,26 @@ func runEval(ctx context.Context, o *evalOptions, stdout, stderr io.Writer) erro
 
 // evaluate runs ops offline on inputs as dctl eval does (dctl test runs
 // every step through it too): inputs are checked as an API server checks
-// them (where[i] names inputs[i] in the message), applied in order (one at
-// a time with trace, when each delta is printed to stderr), and the
-// controllers run to a fixed point. err is an invalid operator or input,
+// them (where[i] names inputs[i] in the message), get the defaults of
+// their kind's CRD (one of crds, the RGDs' instance CRDs, or one among the
+// inputs: structural defaulting, as the API server applies it), applied in
+// order (one at a time with trace, when each delta is printed to stderr),
+// and the controllers run to a fixed point. The custom kinds those CRDs
+// make cluster-scoped are written without a namespace. err is an invalid operator or input,
 // found before anything runs; runErrs are the errors the controllers
 // reported while running. The final state is the returned run's Result.
-func evaluate(ctx context.Context, ops []*opv1a1.Operator, inputs []*unstructured.Unstructured, where []string,
+func evaluate(ctx context.Context, ops []*opv1a1.Operator, crds []*apiextensionsv1.CustomResourceDefinition,
+	inputs []*unstructured.Unstructured, where []string,
 	limits limitFlags, trace bool, stderr io.Writer) (off *operator.Offline, runErrs []error, err error) {
+	kinds, err := operator.NewCRDKinds(crds, inputs)
+	if err != nil {
+		return nil, nil, err
+	}
+	defaulted := make([]*unstructured.Unstructured, len(inputs))
+	for i, obj := range inputs {
+		defaulted[i] = kinds.Default(obj)
+	}
+	inputs = defaulted
 	for i, obj := range inputs {
 		if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", where[i], err)
@@ -179,7 +195,7 @@ func evaluate(ctx context.Context, ops []*opv1a1.Operator, inputs []*unstructure
 	}
 	opts := operator.OfflineOptions{Versions: map[string]string{},
 		MaxDeltaEntries: limits.maxDeltaEntries, MaxObjectBytes: limits.maxObjectBytes, EvalLimits: limits.evalLimits(),
-		StatusSubresource: operator.InputStatusSubresource(inputs)}
+		StatusSubresource: operator.InputStatusSubresource(inputs), ClusterScoped: kinds.ClusterScoped}
 	// A kind's version is its inputs' version, else the storage version of
 	// its CustomResourceDefinition among the inputs.
 	for gk, v := range operator.InputCRDVersions(inputs) {

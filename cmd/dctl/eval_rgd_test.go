@@ -256,3 +256,35 @@ func TestVisualizeAndRBACOfRGD(t *testing.T) {
 		t.Errorf("rbac:\n%s", out.String())
 	}
 }
+
+// A cluster-scoped instance kind (scope: Cluster): offline, as live, the
+// instance is written without a namespace (its CRD says it is
+// cluster-scoped), so its status is patched; its Namespace is made.
+func TestEvalRGDClusterScope(t *testing.T) {
+	objs := evalRGD(t, "cluster", "input.yaml")
+	for name, ns := range map[string]string{"one": "team-one", "two": "space-ns"} {
+		if find(objs, "Namespace", ns) == nil {
+			t.Errorf("no Namespace %s", ns)
+		}
+		sp := find(objs, "Space", name)
+		if got := str(t, sp, "status", "ns"); got != ns {
+			t.Errorf("Space %s: status.ns = %q, want %s", name, got, ns)
+		}
+		if got := str(t, sp, "status", "state"); got != "ACTIVE" {
+			t.Errorf("Space %s: state = %q, want ACTIVE", name, got)
+		}
+	}
+}
+
+// SimpleSchema defaults: dctl eval gives an instance input the defaults of
+// its CRD's schema, as the API server does when it stores it, so the
+// Deployment reading them is made (its Service waits for it to be ready).
+func TestEvalRGDDefaults(t *testing.T) {
+	objs := evalRGD(t, "webapp", "nodefaults.yaml")
+	if got := str(t, find(objs, "Deployment", "bare"), "spec", "template", "spec", "containers"); !strings.Contains(got, "image: nginx") || !strings.Contains(got, "containerPort: 8080") {
+		t.Errorf("Deployment containers = %s", got)
+	}
+	if got := str(t, find(objs, "WebApp", "bare"), "spec", "replicas"); got != "1" {
+		t.Errorf("spec.replicas = %s, want the default 1", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	sigsjson "sigs.k8s.io/json"
 
 	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
@@ -97,4 +98,23 @@ func readOperatorsAndRGDsAll(path string) ([]*opv1a1.Operator, []*krov1a1.Resour
 		ops = append(ops, loaded...)
 	}
 	return ops, rgds, nil
+}
+
+// readOperatorsAndCRDs is readOperatorsAndRGDs that also returns the
+// instance CRDs of the ResourceGraphDefinitions (rgd.CRD), which dctl eval
+// and dctl test read defaults and scopes from.
+func readOperatorsAndCRDs(path string) ([]*opv1a1.Operator, []*apiextensionsv1.CustomResourceDefinition, error) {
+	ops, rgds, err := readOperatorsAndRGDsAll(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, g := range rgds {
+		crd, err := rgd.CRD(g)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: ResourceGraphDefinition %q: %w", path, g.Name, err)
+		}
+		crds = append(crds, crd)
+	}
+	return ops, crds, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -172,14 +173,16 @@ func (l *testLoader) load(files []string) (dtest.Evaluator, error) {
 		return &hookEvaluator{files: hf, urls: urls}, nil
 	}
 	var ops []*opv1a1.Operator
+	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range files {
-		loaded, err := readOperatorsAndRGDs(f)
+		loaded, lcrds, err := readOperatorsAndCRDs(f)
 		if err != nil {
 			return nil, err
 		}
 		ops = append(ops, loaded...)
+		crds = append(crds, lcrds...)
 	}
-	return &testEvaluator{ops: ops, limits: l.limits}, nil
+	return &testEvaluator{ops: ops, crds: crds, limits: l.limits}, nil
 }
 
 // hookEvaluator runs a test's steps on hook controllers through
@@ -289,11 +292,12 @@ func hookTargetKinds(controllers []client.Object, objs []*unstructured.Unstructu
 // testEvaluator runs a test's steps through evaluate, dctl eval's own path.
 type testEvaluator struct {
 	ops    []*opv1a1.Operator
+	crds   []*apiextensionsv1.CustomResourceDefinition // of the RGDs
 	limits limitFlags
 }
 
 func (e *testEvaluator) Eval(ctx context.Context, inputs []*unstructured.Unstructured, where []string) (*dtest.Outcome, error) {
-	off, runErrs, err := evaluate(ctx, e.ops, inputs, where, e.limits, false, io.Discard)
+	off, runErrs, err := evaluate(ctx, e.ops, e.crds, inputs, where, e.limits, false, io.Discard)
 	if err != nil {
 		return nil, err
 	}

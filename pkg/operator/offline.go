@@ -71,6 +71,11 @@ type OfflineOptions struct {
 	// targets and create them again within the run. dctl diff sets it:
 	// each write there is a request to the API server.
 	ResyncLast bool
+	// ClusterScoped, when set, reports the custom kinds that are
+	// cluster-scoped (CRDKinds.ClusterScoped, from the CRDs a caller
+	// read), besides the well-known kinds object.ClusterScoped names: the
+	// offline client writes them without a namespace. Nil: none.
+	ClusterScoped func(gk schema.GroupKind) bool
 	// OwnerLive is the controllers' controller.Options.OwnerLive: whether
 	// the controller an owner annotation names runs (nil: every other
 	// owner does, and its objects are left alone).
@@ -141,7 +146,7 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 				continue
 			}
 			opName := op.Name
-			var cl controller.Client = offlineClient{StoreClient: controller.StoreClient{Store: o.Store, StatusSubresource: opts.StatusSubresource}, applier: appliers(spec)}
+			var cl controller.Client = offlineClient{StoreClient: controller.StoreClient{Store: o.Store, StatusSubresource: opts.StatusSubresource}, applier: appliers(spec), cluster: opts.ClusterScoped}
 			if opts.WrapClient != nil {
 				cl = opts.WrapClient(controller.StoreClient{Store: o.Store, StatusSubresource: opts.StatusSubresource})
 			}
@@ -540,6 +545,8 @@ type offlineClient struct {
 	controller.StoreClient
 	// applier: the group/kinds of the controller's Applier targets.
 	applier map[schema.GroupKind]bool
+	// cluster: OfflineOptions.ClusterScoped.
+	cluster func(gk schema.GroupKind) bool
 }
 
 // errEmptyNamespaceCreate and errClusterPathNotFound are the API server's
@@ -552,12 +559,13 @@ var (
 
 // missingNamespace reports whether an object of gvk in namespace ns is a
 // namespaced native object without a namespace.
-func missingNamespace(gvk schema.GroupVersionKind, ns string) bool {
-	return ns == "" && !opv1a1.IsViewGroup(gvk.Group) && !object.ClusterScoped(gvk.GroupKind())
+func (c offlineClient) missingNamespace(gvk schema.GroupVersionKind, ns string) bool {
+	return ns == "" && !opv1a1.IsViewGroup(gvk.Group) && !object.ClusterScoped(gvk.GroupKind()) &&
+		(c.cluster == nil || !c.cluster(gvk.GroupKind()))
 }
 
 func (c offlineClient) Create(ctx context.Context, obj *unstructured.Unstructured) error {
-	if missingNamespace(obj.GroupVersionKind(), obj.GetNamespace()) {
+	if c.missingNamespace(obj.GroupVersionKind(), obj.GetNamespace()) {
 		if c.applier[obj.GroupVersionKind().GroupKind()] {
 			return errClusterPathNotFound
 		}
@@ -567,28 +575,28 @@ func (c offlineClient) Create(ctx context.Context, obj *unstructured.Unstructure
 }
 
 func (c offlineClient) Update(ctx context.Context, obj *unstructured.Unstructured) error {
-	if missingNamespace(obj.GroupVersionKind(), obj.GetNamespace()) {
+	if c.missingNamespace(obj.GroupVersionKind(), obj.GetNamespace()) {
 		return errClusterPathNotFound
 	}
 	return c.StoreClient.Update(ctx, obj)
 }
 
 func (c offlineClient) Patch(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
-	if missingNamespace(gvk, key.Namespace) {
+	if c.missingNamespace(gvk, key.Namespace) {
 		return errClusterPathNotFound
 	}
 	return c.StoreClient.Patch(ctx, gvk, key, mergePatch)
 }
 
 func (c offlineClient) Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
-	if missingNamespace(obj.GroupVersionKind(), obj.GetNamespace()) {
+	if c.missingNamespace(obj.GroupVersionKind(), obj.GetNamespace()) {
 		return errClusterPathNotFound
 	}
 	return c.StoreClient.Apply(ctx, obj, fieldManager)
 }
 
 func (c offlineClient) Delete(ctx context.Context, gvk schema.GroupVersionKind, key object.Key) error {
-	if missingNamespace(gvk, key.Namespace) {
+	if c.missingNamespace(gvk, key.Namespace) {
 		return errClusterPathNotFound
 	}
 	return c.StoreClient.Delete(ctx, gvk, key)
