@@ -325,6 +325,37 @@ func (c *rgdCompiler) namespaced(gvk schema.GroupVersionKind) bool {
 	return !clusterScopedKinds[gvk.Group+"/"+gvk.Kind]
 }
 
+// checkScope applies kro's rules on metadata.namespace (kro's
+// validateTemplateConstraints) to the template or externalRef at path, for
+// the kinds whose scope is known without discovery (clusterScopedKinds;
+// any other kind is namespaced): a cluster-scoped kind must not set it; a
+// namespaced kind must set it when the instance kind is cluster-scoped
+// (spec.schema.scope: Cluster: there is no instance namespace to take),
+// except an externalRef by selector, which then lists every namespace.
+func (c *rgdCompiler) checkScope(n *Node, path string) error {
+	r := c.in.Resources[n.Index]
+	obj := r.Template
+	if n.External {
+		obj = r.ExternalRef
+	}
+	gvk := c.resourceGVK(n)
+	md, _ := obj["metadata"].(map[string]any)
+	ns, found := md["namespace"]
+	if !c.namespaced(gvk) {
+		if found {
+			return errorf(Field(Field(path, "metadata"), "namespace"), "%s is cluster-scoped and must not set metadata.namespace", gvk.Kind)
+		}
+		return nil
+	}
+	if c.inst.Namespaced || (n.External && n.Collection) {
+		return nil
+	}
+	if s, ok := ns.(string); !found || (ok && strings.TrimSpace(s) == "") {
+		return errorf(Field(path, "metadata"), "%s is namespaced and must set metadata.namespace: the instance kind is cluster-scoped (spec.schema.scope: Cluster)", gvk.Kind)
+	}
+	return nil
+}
+
 // resourceGVK is the kind a resource's template or externalRef names.
 func (c *rgdCompiler) resourceGVK(n *Node) schema.GroupVersionKind {
 	r := c.in.Resources[n.Index]
@@ -342,6 +373,9 @@ func (c *rgdCompiler) controller() (*opv1a1.Controller, error) {
 		p := Field(n.Path, "template")
 		if n.External {
 			p = Field(n.Path, "externalRef")
+		}
+		if err := c.checkScope(n, p); err != nil {
+			return nil, err
 		}
 		if err := c.addKind(p, c.resourceGVK(n), n.External); err != nil {
 			return nil, err
