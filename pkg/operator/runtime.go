@@ -161,6 +161,11 @@ func NewRuntime(opts RuntimeOptions) *Runtime {
 	return r
 }
 
+// KindLimits returns the limits on the kinds of one operator the runtime
+// applies (RuntimeOptions.KindLimits, as set: zero fields are the
+// defaults).
+func (r *Runtime) KindLimits() controller.KindLimits { return r.opts.KindLimits }
+
 // Views returns the view store.
 func (r *Runtime) Views() *view.Store { return r.views }
 

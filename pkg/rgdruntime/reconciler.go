@@ -33,6 +33,7 @@ import (
 
 	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	ctrlpkg "github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 	"github.com/dcontroller/dcontroller/pkg/rgd"
 	"github.com/dcontroller/dcontroller/pkg/sharding"
@@ -126,6 +127,9 @@ func (r *Reconciler) compile(g *krov1a1.ResourceGraphDefinition) (*Compiled, err
 	}
 	r.mu.Unlock()
 	c, err := r.Compile(g)
+	if err == nil {
+		err = r.checkTargets(c)
+	}
 	r.mu.Lock()
 	if r.compiled == nil {
 		r.compiled = map[string]compileResult{}
@@ -133,6 +137,29 @@ func (r *Reconciler) compile(g *krov1a1.ResourceGraphDefinition) (*Compiled, err
 	r.compiled[g.Name] = compileResult{uid: g.UID, generation: g.Generation, c: c, err: err}
 	r.mu.Unlock()
 	return c, err
+}
+
+// checkTargets refuses a compiled RGD whose controller has more targets
+// (one per template resource, and the instance status) than the runtime's
+// --max-targets allows: the runtime would not start it, so the RGD says
+// why at once, as an *rgd.Error at spec.resources.
+func (r *Reconciler) checkTargets(c *Compiled) error {
+	if c == nil || c.Operator == nil || r.Runtime == nil {
+		return nil
+	}
+	lim := r.Runtime.KindLimits()
+	limit := lim.MaxTargets
+	if limit == 0 {
+		limit = ctrlpkg.DefaultMaxTargets
+	}
+	for _, spec := range c.Operator.Spec.Controllers {
+		if n := len(spec.AllTargets()); limit > 0 && n > limit {
+			return &rgd.Error{Path: "spec.resources", Err: fmt.Errorf(
+				"%d template resources and the instance status make %d targets of one controller, more than the manager's limit of %d (dctl start --max-targets): at most %d template resources",
+				n-1, n, limit, limit-1)}
+		}
+	}
+	return nil
 }
 
 // SetupWithManager registers the reconciler with a manager: it watches

@@ -507,3 +507,44 @@ func TestRGDRuntimeWebService(t *testing.T) {
 		return ""
 	})
 }
+
+// TestRGDRuntimeTooManyTargets: an RGD with more template resources than
+// one controller may have targets (--max-targets, 64 by default, less the
+// instance status) is not accepted, and its status says so at once, naming
+// spec.resources and the flag, instead of a controller that fails to
+// start; no CRD is applied.
+func TestRGDRuntimeTooManyTargets(t *testing.T) {
+	startRGDManager(t)
+	var b strings.Builder
+	b.WriteString(`apiVersion: kro.run/v1alpha1
+kind: ResourceGraphDefinition
+metadata: {name: e2e-many}
+spec:
+  schema:
+    apiVersion: v1alpha1
+    kind: ManyApp
+    group: e2e.dcontroller.io
+    spec: {name: string}
+  resources:
+`)
+	for i := range 64 {
+		fmt.Fprintf(&b, "    - id: cm%d\n      template: {apiVersion: v1, kind: ConfigMap, metadata: {name: \"${schema.metadata.name}-%d\"}}\n", i, i)
+	}
+	cleanupRGD(t, "e2e-many", "manyapps.e2e.dcontroller.io")
+	mustKubectl(t, b.String(), "apply", "-f", "-")
+	want := "False InvalidResourceGraph: spec.resources: 64 template resources and the instance status make 65 targets of one controller, more than the manager's limit of 64 (dctl start --max-targets): at most 63 template resources"
+	eventually(t, 30*time.Second, func() string {
+		g, err := getRGD(t, "e2e-many")
+		if err != nil {
+			return err.Error()
+		}
+		if c := rgdCondition(g, krov1a1.ConditionGraphAccepted); c != want {
+			return "GraphAccepted " + c
+		}
+		return ""
+	})
+	if _, err := getCRD("manyapps.e2e.dcontroller.io"); !apierrors.IsNotFound(err) {
+		t.Errorf("the CRD of an RGD that cannot run: %v", err)
+	}
+	mustKubectl(t, "", "delete", "rgd", "e2e-many", "--timeout=30s")
+}
