@@ -2,6 +2,7 @@ package rgdruntime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -107,6 +108,9 @@ type Reconciler struct {
 	// guards keep InstanceFinalizer on each running RGD's instances, by
 	// RGD name.
 	guards map[string]*instanceGuard
+	// schemas holds the instance CRD's versions (their schemas, JSON) the
+	// running Operator of each RGD started with, by RGD name.
+	schemas map[string]string
 }
 
 // compileResult is the Compile of one generation of one RGD.
@@ -417,9 +421,24 @@ func (r *Reconciler) run(ctx context.Context, g *krov1a1.ResourceGraphDefinition
 	}
 	prev := r.running[g.Name]
 	r.running[g.Name] = op.Name
+	if r.schemas == nil {
+		r.schemas = map[string]string{}
+	}
+	schema := crdSchemas(c)
+	prevSchema, hadSchema := r.schemas[g.Name]
+	r.schemas[g.Name] = schema
 	r.mu.Unlock()
 	if prev != "" && prev != op.Name {
 		r.Runtime.Deleted(prev)
+	} else if prev == op.Name && hadSchema && prevSchema != schema {
+		// The instance schema changed (a field added with a default):
+		// the instances the running informer holds were read under the
+		// old one. Stopping the Operator releases its informers, so the
+		// new generation lists the instances again, with the new
+		// defaults, as the API server now returns them; replacing it in
+		// place would keep the informers (and the old objects).
+		r.Logger.Info("instance schema changed: restarting the controllers so that the instances are read again", "rgd", g.Name)
+		r.Runtime.Delete(op.Name)
 	}
 	runCtx := r.ctx
 	if runCtx == nil {
@@ -436,6 +455,19 @@ func (r *Reconciler) run(ctx context.Context, g *krov1a1.ResourceGraphDefinition
 	case <-time.After(StartWait):
 	}
 	return r.controllerStatus(st, op.Name, gen, now)
+}
+
+// crdSchemas is the instance CRD's versions (names and schemas) as JSON,
+// "" without a CRD.
+func crdSchemas(c *Compiled) string {
+	if c == nil || c.CRD == nil {
+		return ""
+	}
+	b, err := json.Marshal(c.CRD.Spec.Versions)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // controllerStatus sets ControllerReady from the Runtime's status of the
@@ -466,6 +498,7 @@ func (r *Reconciler) stop(rgdName string, deleted bool) {
 	r.mu.Lock()
 	opName, ok := r.running[rgdName]
 	delete(r.running, rgdName)
+	delete(r.schemas, rgdName)
 	if deleted {
 		delete(r.compiled, rgdName)
 	}

@@ -548,3 +548,59 @@ spec:
 	}
 	mustKubectl(t, "", "delete", "rgd", "e2e-many", "--timeout=30s")
 }
+
+// TestRGDRuntimeSchemaDefaults: an RGD update that adds a field with a
+// default to the instance schema reaches the existing instances without
+// their being edited: the controllers restart so that the instances are
+// listed again, with the default the API server now gives them.
+func TestRGDRuntimeSchemaDefaults(t *testing.T) {
+	startRGDManager(t)
+	v1 := `apiVersion: kro.run/v1alpha1
+kind: ResourceGraphDefinition
+metadata: {name: e2e-grow}
+spec:
+  schema:
+    apiVersion: v1alpha1
+    kind: GrowApp
+    group: e2e.dcontroller.io
+    spec: {name: string}
+    status:
+      config: ${cm.metadata.name}
+  resources:
+    - id: cm
+      template:
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: "${schema.spec.name}"}
+`
+	v2 := strings.NewReplacer("spec: {name: string}", `spec: {name: string, size: "integer | default=3"}`,
+		"      config: ${cm.metadata.name}", "      config: ${cm.metadata.name}\n      size: ${schema.spec.size}",
+		`metadata: {name: "${schema.spec.name}"}`, `metadata: {name: "${schema.spec.name}"}`+"\n        data: {size: \"${string(schema.spec.size)}\"}").Replace(v1)
+	cleanupRGD(t, "e2e-grow", "growapps.e2e.dcontroller.io")
+	mustKubectl(t, v1, "apply", "-f", "-")
+	inst := "apiVersion: e2e.dcontroller.io/v1alpha1\nkind: GrowApp\nmetadata: {name: g1, namespace: default}\nspec: {name: grow-one}\n"
+	eventually(t, 30*time.Second, func() string {
+		if _, err := kubectl(t, inst, "apply", "-f", "-"); err != nil {
+			return err.Error()
+		}
+		out, _ := kubectl(t, "", "get", "growapps.e2e.dcontroller.io", "g1", "-n", "default", "-o", "jsonpath={.status.config}")
+		if out != "grow-one" {
+			return "status.config " + out
+		}
+		return ""
+	})
+	t.Cleanup(func() {
+		_, _ = kubectl(t, "", "delete", "growapps.e2e.dcontroller.io", "g1", "-n", "default", "--wait=false")
+	})
+	mustKubectl(t, v2, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		size, _ := kubectl(t, "", "get", "configmap", "grow-one", "-n", "default", "-o", "jsonpath={.data.size}")
+		st, _ := kubectl(t, "", "get", "growapps.e2e.dcontroller.io", "g1", "-n", "default", "-o", "jsonpath={.status.size}")
+		if size != "3" || st != "3" {
+			return fmt.Sprintf("ConfigMap data.size %q, status.size %q, want the new default 3", size, st)
+		}
+		return ""
+	})
+	mustKubectl(t, "", "delete", "growapps.e2e.dcontroller.io", "g1", "-n", "default", "--timeout=30s")
+	mustKubectl(t, "", "delete", "rgd", "e2e-grow", "--timeout=30s")
+}
