@@ -1092,7 +1092,7 @@ func TestInspect(t *testing.T) {
 	if len(Children(mustParse(t, `{"a": "$.x", "$.b": "$.y"}`))) != 2 {
 		t.Fatal("Children of map")
 	}
-	if len(Operators()) != 68 {
+	if len(Operators()) != 69 {
 		t.Fatalf("%d operators: %v", len(Operators()), Operators())
 	}
 }
