@@ -55,7 +55,8 @@ var (
 )
 
 // rgdFuzzShapes: a Deployment with readyWhen and a Service that depends on
-// it, the status from both (dependencies, readiness, status fields); an
+// it, the status from both (dependencies, readiness, status fields, one
+// failing while no replica is available); an
 // Ingress behind includeWhen; a two-dimensional forEach read by a
 // resource; a chain of three (ConfigMap, Deployment, Service) for the
 // deletion order; an externalRef by name; an externalRef by selector.
