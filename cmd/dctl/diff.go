@@ -51,7 +51,8 @@ dry-run request (dryRun=All): the server validates, defaults, merges
 So the diff is the API server's own result, the manager's rules included:
 an Updater replaces the object (keeping what the server and other writers
 own, as the manager does), a Patcher merges only its fields, and an object
-another controller owns is left alone and reported ("conflict:" on stderr).
+another controller owns is left alone and reported ("conflict:" on stderr,
+exit status 2, as the manager would report OwnerConflict).
 Views are computed, not listed, and not printed: they live in a manager's
 memory, not in the cluster. Fields the API server manages (managedFields,
 resourceVersion, uid, creationTimestamp, generation, ...) are left out.
@@ -181,8 +182,11 @@ func runDiff(ctx context.Context, o *diffOptions, stdout, stderr io.Writer) erro
 	for _, e := range res.Errors {
 		fmt.Fprintf(stderr, "error: %v\n", e)
 	}
-	if len(res.Errors) > 0 {
-		return fail(fmt.Errorf("%d error(s) while running the controllers", len(res.Errors)))
+	// A conflict is an error the manager would report (OwnerConflict in the
+	// Operator's status): the edit would not do all it says, so a CI gate
+	// must not pass it as a mere difference.
+	if len(res.Errors)+len(res.Conflicts) > 0 {
+		return fail(fmt.Errorf("%d error(s) and %d conflict(s) while running the controllers", len(res.Errors), len(res.Conflicts)))
 	}
 	if len(res.Changes) > 0 {
 		return &exitError{code: 1, err: fmt.Errorf("%d object(s) would change", len(res.Changes)), quiet: true}

@@ -301,6 +301,8 @@ func (e *testEvaluator) Eval(ctx context.Context, inputs []*unstructured.Unstruc
 	if err != nil {
 		return nil, err
 	}
+	// Each step is a run of its own: nothing of it outlives the step.
+	defer off.Close()
 	out := &dtest.Outcome{Objects: off.Result(), TargetKinds: off.TargetKinds()}
 	for _, re := range runErrs {
 		for _, leaf := range leafErrors(re) {

@@ -142,6 +142,7 @@ func checkObject(m map[string]any) (*unstructured.Unstructured, error) {
 // an error (the YAML spec requires unique keys; a second key silently
 // winning would hide a typo), as in kubectl's strict decoding.
 func splitDocuments(r io.Reader) ([][]byte, error) {
+	r = &limitedReader{r: r, left: MaxDecodeBytes}
 	r, _, isJSON := utilyaml.GuessJSONStream(r, 4096)
 	var out [][]byte
 	keep := func(raw []byte) {
@@ -180,4 +181,32 @@ func splitDocuments(r io.Reader) ([][]byte, error) {
 		}
 		keep(raw)
 	}
+}
+
+// MaxDecodeBytes bounds the bytes DecodeObjects and DecodeOperators read
+// from one stream (a file of dctl eval, test or diff): 128 MiB, far above
+// any real manifest or cluster dump of a few hundred thousand objects, and
+// a bound on the memory a stream that never ends (/dev/zero) can take.
+var MaxDecodeBytes int64 = 128 << 20
+
+// ErrTooLarge is the error of a stream longer than MaxDecodeBytes.
+var ErrTooLarge = fmt.Errorf("larger than %d MiB, the limit of one file", MaxDecodeBytes>>20)
+
+// limitedReader is io.LimitReader that fails, instead of ending, once left
+// bytes were read: a cut-off document must not decode as a shorter one.
+type limitedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, ErrTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }

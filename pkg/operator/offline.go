@@ -107,6 +107,7 @@ type Offline struct {
 	controllers []*namedController
 	queue       []view.Event
 	unsubscribe func()
+	ownStore    bool // Store was made by NewOffline
 }
 
 type namedController struct {
@@ -122,7 +123,7 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 	}
 	o := &Offline{Store: opts.Store, opts: opts}
 	if o.Store == nil {
-		o.Store = view.NewStore()
+		o.Store, o.ownStore = view.NewStore(), true
 	}
 	var errs []error
 	names := map[string]bool{}
@@ -200,6 +201,19 @@ func NewOffline(ops []*opv1a1.Operator, opts OfflineOptions) (*Offline, error) {
 func (o *Offline) Stop() {
 	o.unsubscribe()
 	o.queue = nil
+}
+
+// Close stops the run (Stop) and, when NewOffline made the store, closes
+// it (view.Store.Close), so that nothing keeps the run's objects once the
+// caller drops it: a process that evaluates many runs (dctl test, one run
+// per step) holds one run's objects at a time.
+func (o *Offline) Close() {
+	if o.unsubscribe != nil {
+		o.Stop()
+	}
+	if o.ownStore {
+		o.Store.Close()
+	}
 }
 
 func (o *Offline) resolveVersion(group, kind string) (string, error) {

@@ -154,6 +154,27 @@ func (s *Store) scheduleExpiry() {
 	})
 }
 
+// Close stops the timer that trims the history by age, which otherwise
+// keeps the store reachable until it fires (HistoryAge after a change):
+// call it on a store that is dropped. The store stays usable; a later
+// change arms the timer again.
+func (s *Store) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.expiry != nil {
+		s.expiry.Stop()
+		s.expiry = nil
+	}
+}
+
+// Closed reports whether the history's expiry timer is stopped: the store
+// was closed and has not changed since (or never changed).
+func (s *Store) Closed() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.expiry == nil
+}
+
 // resetExpiry re-arms the expiry timer after the bounds changed. Called
 // with s.mu held for writing.
 func (s *Store) resetExpiry() {

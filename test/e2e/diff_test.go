@@ -433,8 +433,8 @@ spec:
 
 	file := writeTemp(t, "own.yaml", ownCopyOperator)
 	out, stderr, code := runDctlCode(t, []string{"KUBECONFIG=" + kubeconfig}, "diff", "-f", file)
-	if code != 1 {
-		t.Fatalf("exit %d, want 1; stderr %s", code, stderr)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2 (a conflict is an error the manager would report); stderr %s", code, stderr)
 	}
 	wantConflict := `conflict: operator "diff-own": controller "copy": spec.controllers[0].target: ConfigMap e2e-diff-own/x-copy is owned by diff-other/copy`
 	if !strings.Contains(stderr, wantConflict) {
