@@ -204,6 +204,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	probe.Stop()
 
 	store := view.NewStore()
+	defer store.Close() // its history timer would keep it for HistoryAge
 	for _, gvk := range sortedKinds(kinds) {
 		if _, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); meta.IsNoMatchError(err) && rgdVersions[gvk.Group+"/"+gvk.Kind] != "" {
 			// An RGD's instance kind whose CRD is not applied yet: no

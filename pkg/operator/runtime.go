@@ -117,9 +117,10 @@ type RuntimeOptions struct {
 // name are serialized, those of different names run concurrently, and no
 // call waits for another operator's informers (see Upsert).
 type Runtime struct {
-	opts  RuntimeOptions
-	views *view.Store
-	kube  controller.Client
+	opts     RuntimeOptions
+	views    *view.Store
+	ownViews bool // views was made by NewRuntime
+	kube     controller.Client
 
 	// mu guards operators, slots and opts.Ring. It is held only briefly:
 	// never while waiting for the API server, an informer or an operator's
@@ -152,7 +153,7 @@ func (r *Runtime) WatchEvents() int64 {
 func NewRuntime(opts RuntimeOptions) *Runtime {
 	r := &Runtime{opts: opts, views: opts.Views, operators: map[string]*running{}, slots: map[string]*slot{}}
 	if r.views == nil {
-		r.views = view.NewStore()
+		r.views, r.ownViews = view.NewStore(), true
 	}
 	views.add(r.views)
 	if opts.Client != nil {
@@ -581,6 +582,11 @@ func (r *Runtime) Names() []string {
 func (r *Runtime) Stop() {
 	r.mu.Lock()
 	views.remove(r.views)
+	if r.ownViews {
+		// Its history timer would keep the store, and every view object,
+		// for HistoryAge after the runtime stops.
+		defer r.views.Close()
+	}
 	type queued struct {
 		s      *slot
 		ticket uint64
