@@ -38,6 +38,7 @@ func TestExampleServiceReadyPods(t *testing.T) {
 	const ns = "e2e-ready-pods"
 	mustKubectl(t, "", "create", "namespace", ns)
 	mustKubectl(t, exampleFile(t, "service-ready-pods", "operator.yaml", ns), "apply", "-f", "-")
+	deleteOperatorsAtCleanup(t, "service-ready-pods")
 	// The API server drops the status of created Pods: set it afterwards.
 	mustKubectl(t, exampleFile(t, "service-ready-pods", "input.yaml", ns), "apply", "-f", "-")
 	setPodReady(t, ns, "web-1", "True")
@@ -75,6 +76,7 @@ func TestExampleConfigMapRestarter(t *testing.T) {
 	const ns = "e2e-restarter"
 	mustKubectl(t, "", "create", "namespace", ns)
 	mustKubectl(t, exampleFile(t, "configmap-restarter", "operator.yaml", ns), "apply", "-f", "-")
+	deleteOperatorsAtCleanup(t, "configmap-restarter")
 	// input.yaml holds the ConfigMap twice (before and after a change):
 	// apply the first version and the Deployments first.
 	docs := strings.Split(exampleFile(t, "configmap-restarter", "input.yaml", ns), "\n---\n")
@@ -150,6 +152,7 @@ func TestSecretSourceDecoded(t *testing.T) {
 	const ns = "e2e-secrets"
 	mustKubectl(t, "", "create", "namespace", ns)
 	mustKubectl(t, secretOperator, "apply", "-f", "-")
+	deleteOperatorsAtCleanup(t, "secret-login")
 	mustKubectl(t, "", "-n", ns, "create", "secret", "generic", "db", "--from-literal=username=admin", "--from-literal=host=db.shop")
 	mustKubectl(t, "", "-n", ns, "label", "secret", "db", "role=db")
 

@@ -216,6 +216,7 @@ func TestDiffPreviewsOperatorEdit(t *testing.T) {
 		mustKubectl(t, "", "-n", "e2e-diff", "label", "configmap", cm.name, "role=src")
 	}
 	mustKubectl(t, diffOperatorV1, "apply", "-f", "-")
+	deleteOperatorsAtCleanup(t, "diff-op")
 	eventually(t, 30*time.Second, func() string {
 		cms, _ := diffConfigMaps(t)
 		for _, n := range []string{"a-copy", "b-copy", "c-copy", "applied"} {
@@ -421,6 +422,7 @@ spec:
       pipeline: {"@select": true}
       target: {apiGroup: "", kind: Secret}
 `, "apply", "-f", "-")
+	deleteOperatorsAtCleanup(t, "diff-other")
 	for _, n := range []string{"x", "y", "z"} {
 		mustKubectl(t, "", "-n", ns, "create", "configmap", n)
 		mustKubectl(t, "", "-n", ns, "label", "configmap", n, "role=src")
@@ -470,6 +472,7 @@ spec:
 
 	startManager(t)
 	mustKubectl(t, ownCopyOperator, "apply", "-f", "-")
+	deleteOperatorsAtCleanup(t, "diff-own")
 	waitAsDiffSaid(t, ns, before, claims)
 }
 

@@ -232,3 +232,17 @@ func eventually(t *testing.T, timeout time.Duration, cond func() string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// deleteOperatorsAtCleanup deletes the named Operators when the test ends
+// (before the test's manager stops, when registered after it starts):
+// every later test's manager runs all Operators the cluster holds, so one
+// left behind costs later tests its informers and views (and skews what
+// they measure of the process).
+func deleteOperatorsAtCleanup(t *testing.T, names ...string) {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, name := range names {
+			_, _ = kubectl(t, "", "delete", "operators.dcontroller.io", name, "--ignore-not-found", "--wait=true", "--timeout=30s")
+		}
+	})
+}
