@@ -168,7 +168,14 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the discovery client: %w", err)
 	}
-	watches.dyn, watches.mapper = dyn, mgr.GetRESTMapper()
+	// The cache's watches decode without managedFields, which the cache's
+	// transform would drop anyway (see stripManagedFields): most of what
+	// decoding an object allocated.
+	watchDyn, err := watchcodec.NewDynamicWithOptions(cfg, mgr.GetHTTPClient(), watchcodec.Options{DropManagedFields: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the dynamic client: %w", err)
+	}
+	watches.dyn, watches.mapper = watchDyn, mgr.GetRESTMapper()
 	rt := NewRuntime(RuntimeOptions{
 		Dynamic:         dyn,
 		Discovery:       disc,

@@ -1032,8 +1032,18 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 			}
 			inf = ci
 		}
-		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) {
+		// The informer replays the objects it holds to a new handler as
+		// additions "in the initial list"; the List below reads them (or
+		// newer states) after the registration, and a change after it
+		// comes as an event, so the replay is skipped: it would queue
+		// every object once more (N keys whose queue sets keep their size
+		// after they drain) and run each unchanged object through the
+		// pipeline again.
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(o any, isInInitialList bool) {
+				if isInInitialList {
+					return
+				}
 				if u, ok := o.(*unstructured.Unstructured); ok {
 					enqueue(u)
 				}

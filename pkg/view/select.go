@@ -295,7 +295,7 @@ func (s *Store) DeleteIf(gvk schema.GroupVersionKind, key object.Key, pre Precon
 	s.rv++
 	s.record(Deleted, gvk, old, old)
 	s.mu.Unlock()
-	s.notify(Event{Type: Deleted, Object: old.DeepCopy(), Old: old.DeepCopy()})
+	s.notify(Event{Type: Deleted, Object: old, Old: old})
 	return old.DeepCopy(), nil
 }
 
@@ -319,7 +319,7 @@ func (s *Store) DeleteCollection(gvk schema.GroupVersionKind, opts ListOptions) 
 	s.mu.Unlock()
 	out := make([]*unstructured.Unstructured, 0, len(victims))
 	for _, old := range victims {
-		s.notify(Event{Type: Deleted, Object: old.DeepCopy(), Old: old.DeepCopy()})
+		s.notify(Event{Type: Deleted, Object: old, Old: old})
 		out = append(out, old.DeepCopy())
 	}
 	return out

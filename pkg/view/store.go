@@ -2,6 +2,7 @@ package view
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
@@ -24,7 +25,9 @@ const (
 )
 
 // Event is a change notification. Object is the new state (the last state for
-// Deleted); Old is the previous state for Modified and Deleted.
+// Deleted); Old is the previous state for Modified and Deleted. Both are the
+// store's own objects, shared with every handler and the watch history: a
+// handler must not modify them (copy first, e.g. with DeepCopy).
 type Event struct {
 	Type   EventType
 	Object *unstructured.Unstructured
@@ -158,7 +161,13 @@ func (s *Store) Kinds() []schema.GroupVersionKind {
 
 // Create stores a new object; it fails with AlreadyExists if the key is taken,
 // and with Invalid if the object cannot be encoded as JSON (see
-// checkEncodable). It sets resourceVersion and generation (1).
+// checkEncodable). It sets resourceVersion and generation (1) and returns
+// a deep copy of what it stored.
+//
+// The store keeps obj's values below metadata (spec, status, labels, ...)
+// without copying them (see adopt): the caller must not modify them after
+// the call. A controller's outputs are never modified once built, so a
+// view object costs the memory of its output once, not twice.
 func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	gvk, key, err := keyOf(obj)
 	if err != nil {
@@ -172,7 +181,7 @@ func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructur
 		s.mu.Unlock()
 		return nil, apierrors.NewAlreadyExists(gr(gvk), key.String())
 	}
-	stored := obj.DeepCopy()
+	stored := adopt(obj)
 	if s.opts.ServerMetadata {
 		stampServerMetadata(stored)
 	}
@@ -186,7 +195,7 @@ func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructur
 	s.record(Added, gvk, stored, nil)
 	out := stored.DeepCopy()
 	s.mu.Unlock()
-	s.notify(Event{Type: Added, Object: out.DeepCopy()})
+	s.notify(Event{Type: Added, Object: stored})
 	return out, nil
 }
 
@@ -194,7 +203,8 @@ func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructur
 // match the stored one (Conflict otherwise). An update that changes nothing
 // but server-owned metadata is a no-op: no new resourceVersion, no event.
 // metadata.generation is bumped when anything outside metadata and status
-// changes. An object that cannot be encoded as JSON is refused as by Create.
+// changes. An object that cannot be encoded as JSON is refused as by Create,
+// and obj's values below metadata are kept without a copy as by Create.
 func (s *Store) Update(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	gvk, key, err := keyOf(obj)
 	if err != nil {
@@ -228,7 +238,7 @@ func (s *Store) Update(obj *unstructured.Unstructured) (*unstructured.Unstructur
 		s.mu.Unlock()
 		return out, nil
 	}
-	stored := obj.DeepCopy()
+	stored := adopt(obj)
 	if s.opts.ServerMetadata {
 		keepServerMetadata(old, stored)
 	}
@@ -243,8 +253,21 @@ func (s *Store) Update(obj *unstructured.Unstructured) (*unstructured.Unstructur
 	s.record(Modified, gvk, stored, old)
 	out := stored.DeepCopy()
 	s.mu.Unlock()
-	s.notify(Event{Type: Modified, Object: out.DeepCopy(), Old: old.DeepCopy()})
+	s.notify(Event{Type: Modified, Object: stored, Old: old})
 	return out, nil
+}
+
+// adopt returns the object the store keeps of obj: a new top-level map and
+// metadata map, which the store sets its fields in, sharing every other
+// value with obj. Stored objects are never modified in place, so sharing
+// is safe as long as the writer does not modify obj's values afterwards
+// (the contract of Create and Update).
+func adopt(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+	if md, ok := obj.Object["metadata"].(map[string]any); ok {
+		out.Object["metadata"] = maps.Clone(md)
+	}
+	return out
 }
 
 func specChanged(a, b map[string]any) bool {

@@ -11,7 +11,10 @@
 // the framer, splits the envelope by its fixed prefix
 // ({"type":"TYPE","object":...}, the shape the API server writes for a
 // metav1.WatchEvent) and decodes the object once with the same JSON rules
-// (sigs.k8s.io/json: case-sensitive keys, integers as int64). Whatever it
+// as client-go's (sigs.k8s.io/json: case-sensitive keys, integers as
+// int64; see decodeJSON), into maps of their final size whose keys are
+// shared between objects (a cache of many objects of one kind holds each
+// field name once). Whatever it
 // does not recognise (another envelope shape, a list, a kind of the
 // meta.k8s.io/v1 scheme such as Status, a missing kind, a syntax error) is
 // handed to client-go's own decoders unchanged, so errors and typed results
@@ -29,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	kjson "sigs.k8s.io/json"
 )
 
 // metaScheme holds the kinds client-go's dynamic client decodes into typed
@@ -41,19 +43,38 @@ func init() {
 	metav1.AddToGroupVersion(metaScheme, schema.GroupVersion{Version: "v1"})
 }
 
+// Options change what the decoders make.
+type Options struct {
+	// DropManagedFields leaves metadata.managedFields out of every decoded
+	// object (it is still checked as JSON): for a client whose objects
+	// are cached and never asked for their field managers, where that
+	// field is most of what decoding an object allocates.
+	DropManagedFields bool
+}
+
 // DynamicConfig returns the dynamic client's configuration for cfg
 // (dynamic.ConfigFor) with the one-parse JSON decoders in its negotiator.
 // Requests, encoding and non-JSON media types are client-go's.
 func DynamicConfig(cfg *rest.Config) *rest.Config {
+	return DynamicConfigWithOptions(cfg, Options{})
+}
+
+// DynamicConfigWithOptions is DynamicConfig with decoders set by opts.
+func DynamicConfigWithOptions(cfg *rest.Config, opts Options) *rest.Config {
 	out := dynamic.ConfigFor(cfg)
-	out.NegotiatedSerializer = Wrap(out.NegotiatedSerializer)
+	out.NegotiatedSerializer = WrapWithOptions(out.NegotiatedSerializer, opts)
 	return out
 }
 
 // NewDynamic returns a dynamic client over DynamicConfig(cfg), sharing
 // httpClient's connections when it is not nil.
 func NewDynamic(cfg *rest.Config, httpClient *http.Client) (dynamic.Interface, error) {
-	c := DynamicConfig(cfg)
+	return NewDynamicWithOptions(cfg, httpClient, Options{})
+}
+
+// NewDynamicWithOptions is NewDynamic with decoders set by opts.
+func NewDynamicWithOptions(cfg *rest.Config, httpClient *http.Client, opts Options) (dynamic.Interface, error) {
+	c := DynamicConfigWithOptions(cfg, opts)
 	var rc *rest.RESTClient
 	var err error
 	if httpClient != nil {
@@ -72,12 +93,17 @@ func NewDynamic(cfg *rest.Config, httpClient *http.Client) (dynamic.Interface, e
 // watch envelopes) replaced by one-parse decoders that fall back to ns's
 // own. Other media types are unchanged.
 func Wrap(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
+	return WrapWithOptions(ns, Options{})
+}
+
+// WrapWithOptions is Wrap with decoders set by opts.
+func WrapWithOptions(ns runtime.NegotiatedSerializer, opts Options) runtime.NegotiatedSerializer {
 	infos := append([]runtime.SerializerInfo(nil), ns.SupportedMediaTypes()...)
 	for i := range infos {
 		if infos[i].MediaType != runtime.ContentTypeJSON {
 			continue
 		}
-		infos[i].Serializer = objectSerializer{Serializer: infos[i].Serializer}
+		infos[i].Serializer = objectSerializer{Serializer: infos[i].Serializer, opts: opts}
 		if ss := infos[i].StreamSerializer; ss != nil {
 			s := *ss
 			s.Serializer = envelopeSerializer{Serializer: ss.Serializer}
@@ -98,13 +124,16 @@ func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo { return n.in
 // objectSerializer decodes a JSON object into *unstructured.Unstructured
 // in one parse when the caller asks for no particular type (into == nil,
 // as the REST client's Result.Get and the watch decoder do).
-type objectSerializer struct{ runtime.Serializer }
+type objectSerializer struct {
+	runtime.Serializer
+	opts Options
+}
 
 func (s objectSerializer) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	if into != nil {
 		return s.Serializer.Decode(data, defaults, into)
 	}
-	obj, gvk, ok := decodeObject(data)
+	obj, gvk, ok := decodeObject(data, s.opts)
 	if !ok {
 		handedOn.Add(1)
 		return s.Serializer.Decode(data, defaults, into)
@@ -123,9 +152,13 @@ func Counts() (once, clientGo int64) { return decodedOnce.Load(), handedOn.Load(
 // decodeObject decodes data into an Unstructured, or reports false when
 // client-go's decoder must decide (syntax error, missing apiVersion or
 // kind, a list, a meta.k8s.io/v1 kind).
-func decodeObject(data []byte) (*unstructured.Unstructured, *schema.GroupVersionKind, bool) {
-	var m map[string]any
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &m); err != nil || m == nil {
+func decodeObject(data []byte, opts Options) (*unstructured.Unstructured, *schema.GroupVersionKind, bool) {
+	v, ok := decodeJSONWith(data, opts.DropManagedFields)
+	if !ok {
+		return nil, nil, false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
 		return nil, nil, false
 	}
 	apiVersion, _ := m["apiVersion"].(string)
