@@ -428,7 +428,7 @@ const benchBaselineEnv = "DCTL_BENCH_BASELINE"
 // BenchmarkHookControllerAtServerRate.
 // hookBenchResources are the resources whose API requests the hook
 // benchmark counts.
-var hookBenchResources = []string{"configmaps", "benchparents"}
+var hookBenchResources = []string{"configmaps", "benchparents", "events"}
 
 type hookRun struct {
 	elapsed time.Duration // the CompositeController's creation to every parent settled
@@ -436,7 +436,12 @@ type hookRun struct {
 	rss     int64         // peak RSS (VmHWM), bytes
 	idleRSS int64         // VmHWM when ready, before the CompositeController
 	anon    int64         // peak RssAnon sampled during the run, bytes
-	reqs    string        // API requests per parent on parents and ConfigMaps, by verb
+	reqs    string        // API requests per parent on hookBenchResources, by verb
+	// Set by runHookProcess for BenchmarkHookControllerVsMetacontroller:
+	children time.Duration // the CompositeController's creation to every child present
+	cpu      time.Duration // CPU time (user and system) from the creation until the hook is quiet
+	startCPU time.Duration // CPU time from the process's start until ready
+	reqTotal float64       // API requests per parent on hookBenchResources, watches aside
 }
 
 // BenchmarkHookControllerAtServerRate runs a CompositeController of 1,000
@@ -555,17 +560,26 @@ func deleteBenchNS(b *testing.B, c client.Client, ns string) {
 // every parent's status.children is 3; profiles are named after name.
 func runHookDctl(b *testing.B, c client.Client, bin, ns, name string) hookRun {
 	b.Helper()
+	return runHookProcess(b, c, func() *dctlProcess { return startDctlBin(b, bin) }, ns, name)
+}
+
+// runHookProcess is runHookDctl with the manager process started by start
+// (`dctl start` or Metacontroller's binary), once the parents are created.
+func runHookProcess(b *testing.B, c client.Client, start func() *dctlProcess, ns, name string) hookRun {
+	b.Helper()
 	ctx := context.Background()
 	benchKubectl(b, "", "create", "namespace", ns)
 	createBenchParents(b, c, ns, hookBenchParents)
 	h := &benchHook{seen: map[string]bool{}}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	proc := startDctlBin(b, bin)
+	proc := start()
 	var r hookRun
 	r.idleRSS = proc.peakRSS(b)
+	r.startCPU = proc.cpuTime(b)
 	anon := proc.sampleAnon()
 	sw := watchSettled(b, ns)
+	cw := watchChildren(b, ns, hookBenchParents*benchChildren)
 	cc := fmt.Sprintf(`apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
 metadata: {name: %s}
@@ -588,18 +602,24 @@ spec:
 		b.Fatal(err)
 	}
 	reqs0 := serverRequests(b, hookBenchResources...)
-	start := time.Now()
+	cpu0 := proc.cpuTime(b)
+	began := time.Now()
 	proc.profile(b, name, 10*time.Second)
 	if err := c.Create(ctx, ccObj); err != nil {
 		b.Fatal(err)
 	}
 	if n := sw.wait(hookBenchParents, 10*time.Minute); n < hookBenchParents {
-		b.Fatalf("only %d of %d parents with status.children 3 after 10m", n, hookBenchParents)
+		b.Fatalf("only %d of %d parents with status.children 3 after 10m\n%s", n, hookBenchParents, tail(proc.logs.String(), 4000))
 	}
-	r.elapsed = time.Since(start)
+	r.elapsed = time.Since(began)
 	sw.stop()
 	h.quiet(3 * time.Second)
-	r.reqs = requestsSince(reqs0, serverRequests(b, hookBenchResources...), hookBenchParents)
+	r.cpu = proc.cpuTime(b) - cpu0
+	r.children = cw.since(began)
+	cw.stop()
+	reqs1 := serverRequests(b, hookBenchResources...)
+	r.reqs = requestsSince(reqs0, reqs1, hookBenchParents)
+	r.reqTotal = writeRequests(reqs0, reqs1, hookBenchParents)
 	r.rss, r.anon = proc.peakRSS(b), anon()
 	r.calls = float64(h.calls.Load()) / hookBenchParents
 	if err := c.Delete(ctx, ccObj); err != nil {
@@ -613,7 +633,7 @@ spec:
 		b.Fatal(err)
 	}
 	if len(l.Items) != hookBenchParents*benchChildren {
-		b.Errorf("%s made %d children, want %d", bin, len(l.Items), hookBenchParents*benchChildren)
+		b.Errorf("%s made %d children, want %d", proc.cmd.Path, len(l.Items), hookBenchParents*benchChildren)
 	}
 	return r
 }
