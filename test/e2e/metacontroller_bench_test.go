@@ -442,6 +442,7 @@ type hookRun struct {
 	cpu      time.Duration // CPU time (user and system) from the creation until the hook is quiet
 	startCPU time.Duration // CPU time from the process's start until ready
 	reqTotal float64       // API requests per parent on hookBenchResources, watches aside
+	file     int64         // RssFile (the binary's pages and other file mappings) at the end, bytes
 }
 
 // BenchmarkHookControllerAtServerRate runs a CompositeController of 1,000
@@ -621,6 +622,7 @@ spec:
 	r.reqs = requestsSince(reqs0, reqs1, hookBenchParents)
 	r.reqTotal = writeRequests(reqs0, reqs1, hookBenchParents)
 	r.rss, r.anon = proc.peakRSS(b), anon()
+	r.file = proc.status(b, "RssFile:")
 	r.calls = float64(h.calls.Load()) / hookBenchParents
 	if err := c.Delete(ctx, ccObj); err != nil {
 		b.Error(err)

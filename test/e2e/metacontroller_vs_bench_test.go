@@ -265,9 +265,9 @@ func BenchmarkHookControllerVsMetacontroller(b *testing.B) {
 			// Only the next run's parents and children are then in the
 			// cluster's ConfigMaps and parents.
 			deleteBenchNS(b, c, ns)
-			b.Logf("round %d %s: children %v, statuses %v; CPU %.2f s (start-up %.2f s); peak RSS %d MiB, peak RssAnon %d MiB; %.2f hook calls per parent; API requests per parent %.2f (%s)",
+			b.Logf("round %d %s: children %v, statuses %v; CPU %.2f s (start-up %.2f s); peak RSS %d MiB (%d MiB when ready), peak RssAnon %d MiB, RssFile %d MiB at the end; %.2f hook calls per parent; API requests per parent %.2f (%s)",
 				i, s.name, r.children.Round(time.Millisecond), r.elapsed.Round(time.Millisecond), r.cpu.Seconds(), r.startCPU.Seconds(),
-				r.rss>>20, r.anon>>20, r.calls, r.reqTotal, r.reqs)
+				r.rss>>20, r.idleRSS>>20, r.anon>>20, r.file>>20, r.calls, r.reqTotal, r.reqs)
 			s.runs = append(s.runs, r)
 		}
 	}
@@ -287,6 +287,7 @@ func BenchmarkHookControllerVsMetacontroller(b *testing.B) {
 		{"cpu-ms/parent", func(r hookRun) float64 { return r.cpu.Seconds() * 1000 / hookBenchParents }},
 		{"startup-cpu-s", func(r hookRun) float64 { return r.startCPU.Seconds() }},
 		{"peak-RSS-MiB", func(r hookRun) float64 { return float64(r.rss) / (1 << 20) }},
+		{"ready-RSS-MiB", func(r hookRun) float64 { return float64(r.idleRSS) / (1 << 20) }},
 		{"peak-anon-MiB", func(r hookRun) float64 { return float64(r.anon) / (1 << 20) }},
 		{"calls/parent", func(r hookRun) float64 { return r.calls }},
 		{"requests/parent", func(r hookRun) float64 { return r.reqTotal }},
