@@ -578,6 +578,7 @@ func runHookProcess(b *testing.B, c client.Client, start func() *dctlProcess, ns
 	var r hookRun
 	r.idleRSS = proc.peakRSS(b)
 	r.startCPU = proc.cpuTime(b)
+	proc.saveSmaps(b, name+"-ready")
 	anon := proc.sampleAnon()
 	sw := watchSettled(b, ns)
 	cw := watchChildren(b, ns, hookBenchParents*benchChildren)
@@ -623,6 +624,7 @@ spec:
 	r.reqTotal = writeRequests(reqs0, reqs1, hookBenchParents)
 	r.rss, r.anon = proc.peakRSS(b), anon()
 	r.file = proc.status(b, "RssFile:")
+	proc.saveSmaps(b, name+"-end")
 	r.calls = float64(h.calls.Load()) / hookBenchParents
 	if err := c.Delete(ctx, ccObj); err != nil {
 		b.Error(err)
