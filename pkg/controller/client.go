@@ -187,12 +187,14 @@ func (c StoreClient) ApplyStatus(ctx context.Context, obj *unstructured.Unstruct
 // NoServerSideApply marks a client without server-side apply.
 func (StoreClient) NoServerSideApply() {}
 
+// Get and List hand out the stored objects themselves, not copies: the
+// controller never modifies what a Client reads (see Client).
 func (c StoreClient) Get(_ context.Context, gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
-	return c.Store.Get(gvk, key)
+	return c.Store.GetShared(gvk, key)
 }
 
 func (c StoreClient) List(_ context.Context, gvk schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
-	return c.Store.List(gvk), nil
+	return c.Store.ListShared(gvk), nil
 }
 
 func (c StoreClient) Create(_ context.Context, obj *unstructured.Unstructured) error {
@@ -204,9 +206,9 @@ func (c StoreClient) Create(_ context.Context, obj *unstructured.Unstructured) e
 	if err := object.ValidateMetadata(in, in.GetNamespace() != ""); err != nil {
 		return err
 	}
-	stored, err := c.Store.Create(in)
+	stored, err := c.Store.CreateShared(in)
 	if err == nil && sub {
-		obj.Object = stored.Object
+		obj.Object = stored.DeepCopy().Object
 	}
 	return err
 }
@@ -215,7 +217,7 @@ func (c StoreClient) Update(_ context.Context, obj *unstructured.Unstructured) e
 	in := asServer(obj)
 	sub := c.subresource(obj.GroupVersionKind())
 	if sub {
-		existing, err := c.Store.Get(obj.GroupVersionKind(), object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()})
+		existing, err := c.Store.GetShared(obj.GroupVersionKind(), object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()})
 		if err != nil {
 			return err
 		}
@@ -224,9 +226,9 @@ func (c StoreClient) Update(_ context.Context, obj *unstructured.Unstructured) e
 	if err := object.ValidateMetadata(in, in.GetNamespace() != ""); err != nil {
 		return err
 	}
-	stored, err := c.Store.Update(in)
+	stored, err := c.Store.UpdateShared(in)
 	if err == nil && sub {
-		obj.Object = stored.Object
+		obj.Object = stored.DeepCopy().Object
 	}
 	return err
 }
@@ -244,13 +246,13 @@ func (c StoreClient) Patch(_ context.Context, gvk schema.GroupVersionKind, key o
 	if err := object.ValidateMetadata(obj, obj.GetNamespace() != ""); err != nil {
 		return err
 	}
-	_, err = c.Store.Update(obj)
+	_, err = c.Store.UpdateShared(obj)
 	return err
 }
 
 func (c StoreClient) Apply(ctx context.Context, obj *unstructured.Unstructured, _ string) error {
 	key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	if _, err := c.Store.Get(obj.GroupVersionKind(), key); err != nil {
+	if _, err := c.Store.GetShared(obj.GroupVersionKind(), key); err != nil {
 		return c.Create(ctx, obj)
 	}
 	b, err := json.Marshal(obj.Object)

@@ -139,6 +139,36 @@ func (s *Store) Get(gvk schema.GroupVersionKind, key object.Key) (*unstructured.
 	return obj.DeepCopy(), nil
 }
 
+// GetShared is Get without the copy: it returns the stored object itself,
+// which the caller must not modify (stored objects are never modified in
+// place, so it stays as it was when read). For readers that only look,
+// such as a controller comparing a target with its output.
+func (s *Store) GetShared(gvk schema.GroupVersionKind, key object.Key) (*unstructured.Unstructured, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	obj, ok := s.objects[gvk][key]
+	if !ok {
+		return nil, apierrors.NewNotFound(gr(gvk), key.String())
+	}
+	return obj, nil
+}
+
+// ListShared is List without the copies (see GetShared).
+func (s *Store) ListShared(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
+	s.mu.RLock()
+	sel := make([]keyed, 0, len(s.objects[gvk]))
+	for key, obj := range s.objects[gvk] {
+		sel = append(sel, keyed{key, obj})
+	}
+	s.mu.RUnlock()
+	sortKeyed(sel)
+	out := make([]*unstructured.Unstructured, len(sel))
+	for i, k := range sel {
+		out[i] = k.obj
+	}
+	return out
+}
+
 // List returns deep copies of all objects of a kind, sorted by namespace and name.
 func (s *Store) List(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
 	out, _ := s.Select(gvk, ListOptions{})
@@ -169,6 +199,16 @@ func (s *Store) Kinds() []schema.GroupVersionKind {
 // the call. A controller's outputs are never modified once built, so a
 // view object costs the memory of its output once, not twice.
 func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	stored, err := s.CreateShared(obj)
+	if err != nil {
+		return nil, err
+	}
+	return stored.DeepCopy(), nil
+}
+
+// CreateShared is Create returning the stored object itself, which the
+// caller must not modify (see GetShared).
+func (s *Store) CreateShared(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	gvk, key, err := keyOf(obj)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
@@ -193,10 +233,9 @@ func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructur
 	}
 	s.objects[gvk][key] = stored
 	s.record(Added, gvk, stored, nil)
-	out := stored.DeepCopy()
 	s.mu.Unlock()
 	s.notify(Event{Type: Added, Object: stored})
-	return out, nil
+	return stored, nil
 }
 
 // Update replaces an existing object. If obj carries a resourceVersion it must
@@ -206,6 +245,16 @@ func (s *Store) Create(obj *unstructured.Unstructured) (*unstructured.Unstructur
 // changes. An object that cannot be encoded as JSON is refused as by Create,
 // and obj's values below metadata are kept without a copy as by Create.
 func (s *Store) Update(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	stored, err := s.UpdateShared(obj)
+	if err != nil {
+		return nil, err
+	}
+	return stored.DeepCopy(), nil
+}
+
+// UpdateShared is Update returning the stored object itself, which the
+// caller must not modify (see GetShared).
+func (s *Store) UpdateShared(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	gvk, key, err := keyOf(obj)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
@@ -234,9 +283,8 @@ func (s *Store) Update(obj *unstructured.Unstructured) (*unstructured.Unstructur
 	// A deletionTimestamp that appears is a change (an object being
 	// deleted), as the API server sends it.
 	if sameDeletion(old, obj) && object.Equal(object.StripServerFields(old.Object), object.StripServerFields(obj.Object)) {
-		out := old.DeepCopy()
 		s.mu.Unlock()
-		return out, nil
+		return old, nil
 	}
 	stored := adopt(obj)
 	if s.opts.ServerMetadata {
@@ -251,10 +299,9 @@ func (s *Store) Update(obj *unstructured.Unstructured) (*unstructured.Unstructur
 	stored.SetGeneration(gen)
 	s.objects[gvk][key] = stored
 	s.record(Modified, gvk, stored, old)
-	out := stored.DeepCopy()
 	s.mu.Unlock()
 	s.notify(Event{Type: Modified, Object: stored, Old: old})
-	return out, nil
+	return stored, nil
 }
 
 // adopt returns the object the store keeps of obj: a new top-level map and
