@@ -7,6 +7,7 @@ import (
 )
 
 func main() {
+	setFallbackRoots()
 	os.Exit(Execute(argsFor(os.Args[0], os.Args[1:]), os.Stdin, os.Stdout, os.Stderr))
 }
 

@@ -41,6 +41,9 @@ type managerFlags struct {
 	leaderElectionLock string
 	// userAgent, when set, replaces client-go's default User-Agent.
 	userAgent string
+	// releaseStartupAfter is the wait after the caches' sync before the
+	// pages only start-up used are released (0: never).
+	releaseStartupAfter time.Duration
 }
 
 // limitFlags are the bounds of what one change may cost (dctl start, run
@@ -141,6 +144,9 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 		"negative: no client-side limit (API Priority and Fairness protects the server, as with controller-runtime's defaults), 0: client-go's default of 5")
 	fs.IntVar(&f.burst, "kube-api-burst", defaultKubeAPIBurst, "requests the manager may send to the Kubernetes API server in a burst, all its clients together, "+
 		"when --kube-api-qps is 0 or more (0: client-go's default of 10)")
+	fs.DurationVar(&f.releaseStartupAfter, "release-startup-pages-after", defaultReleaseStartupAfter,
+		"once the informers have synced and this long has passed, return the heap's free pages to the system and unmap the executable's read-only pages "+
+			"that package initialisation touched (they stay in the page cache and come back on use; Linux): the idle resident set drops by about 40 MB (0: never)")
 	f.limits.register(cmd)
 	f.limits.registerKinds(cmd)
 }

@@ -96,6 +96,7 @@ func runRun(ctx context.Context, f *managerFlags, af *apiServerFlags, ops []*opv
 	if err != nil {
 		return err
 	}
+	manageMemory(ctx, mgr, f.releaseStartupAfter, log)
 	return mgr.Start(ctx)
 }
 

@@ -179,5 +179,6 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 	}
 	defer rt.Stop()
 	log.Info("starting manager")
+	manageMemory(ctx, mgr, f.releaseStartupAfter, log)
 	return mgr.Start(ctx)
 }

@@ -1,0 +1,16 @@
+// Package procmem sizes and trims a long-running dctl process's memory:
+//
+//   - [CgroupLimit] reads the memory limit of the process's control group
+//     (cgroup v2 memory.max, v1 memory.limit_in_bytes), and
+//     [SetLimitFromCgroup] sets the Go runtime's soft memory limit
+//     (runtime/debug.SetMemoryLimit, the setting GOMEMLIMIT makes) to a
+//     fraction of it when GOMEMLIMIT is not set, so that the garbage
+//     collector works harder before the container is killed for memory
+//     instead of letting the heap grow to twice its live size.
+//   - [ReleaseStartupPages] gives back, once start-up is over, the pages
+//     that only start-up needed: it returns the heap's free pages to the
+//     operating system and unmaps the read-only pages of the executable
+//     (code, read-only data, the function tables) that package
+//     initialisation touched. They stay in the kernel's page cache; a page
+//     used again is mapped again on its first access (a minor fault).
+package procmem
