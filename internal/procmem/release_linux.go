@@ -24,6 +24,11 @@ import (
 // package initialisers of the whole binary, which the kernel maps in 64 KiB
 // windows around each touched page (fault-around).
 //
+// While a tracer (a debugger) is attached (TracerPid of /proc/self/status),
+// the executable's mappings are left alone: its breakpoints are private
+// copies of code pages, which MADV_DONTNEED would drop. Breakpoints that
+// do not show as a tracer (uprobes) may be lost.
+//
 // It returns the resident set (VmRSS, RssFile and RssAnon of
 // /proc/self/status, bytes) before and after, and an error naming the
 // mapping madvise refused or the file that could not be read.
@@ -33,6 +38,15 @@ func ReleaseStartupPages() (before, after Resident, err error) {
 		return before, before, err
 	}
 	debug.FreeOSMemory()
+	if traced, err := tracerAttached(); err != nil || traced {
+		// A debugger's breakpoints are private copies of code pages,
+		// which MADV_DONTNEED would drop.
+		after, rerr := ReadResident()
+		if err == nil {
+			err = rerr
+		}
+		return before, after, err
+	}
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return before, before, fmt.Errorf("procmem: %w", err)
@@ -108,4 +122,24 @@ func ReadResident() (Resident, error) {
 		*dst = kb << 10
 	}
 	return r, nil
+}
+
+// tracerAttached reports whether /proc/self/status names a tracer.
+func tracerAttached() (bool, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false, fmt.Errorf("procmem: %w", err)
+	}
+	return tracerIn(b), nil
+}
+
+// tracerIn reports whether the text of a /proc/PID/status has a TracerPid
+// other than 0.
+func tracerIn(status []byte) bool {
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			return strings.TrimSpace(v) != "0"
+		}
+	}
+	return false
 }

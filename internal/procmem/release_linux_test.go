@@ -45,3 +45,15 @@ func TestReleaseStartupPages(t *testing.T) {
 		t.Fatalf("ReadResident after the release: %+v, %v", again, err)
 	}
 }
+
+func TestTracerIn(t *testing.T) {
+	for status, want := range map[string]bool{
+		"Name:\tdctl\nTracerPid:\t0\nUid:\t0\n":    false,
+		"Name:\tdctl\nTracerPid:\t4242\nUid:\t0\n": true,
+		"Name:\tdctl\n": false,
+	} {
+		if got := tracerIn([]byte(status)); got != want {
+			t.Errorf("tracerIn(%q) = %v, want %v", status, got, want)
+		}
+	}
+}
