@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -255,6 +256,7 @@ type running struct {
 	cancel     context.CancelFunc
 	done       sync.WaitGroup
 	ctrls      []*runningController
+	loaded     atomic.Int64      // source objects the controllers' initial runs read
 	invalid    map[string]error  // controller name -> compile/start error
 	reasons    map[string]string // controller name -> condition reason of invalid
 	order      []string          // controller names in spec order; fixed
@@ -785,6 +787,9 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 	started, waiting := len(run.ctrls), len(run.invalid)
 	run.mu.Unlock()
 	log.Info("operator started", "controllers", started, "waiting", waiting)
+	if startupRelease.afterLoad(int(run.loaded.Load())) {
+		log.V(1).Info("returned the free heap pages of the initial load to the OS", "objects", run.loaded.Load())
+	}
 }
 
 // startWithRetries makes the first start attempt of controller i (named
@@ -1104,6 +1109,7 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 	// a source (only objects this controller wrote).
 	run.setWaiting(rc.name, fmt.Sprintf("running the pipeline on the initial state (source objects: %d) and writing its targets", len(initial)))
 	_ = c.HandleBatch(ctx, initial)
+	run.loaded.Add(int64(len(initial)))
 	_ = c.Start(ctx)
 	_ = c.Resync(ctx)
 	if c.Pending() > 0 {

@@ -1,0 +1,34 @@
+package operator
+
+import (
+	"testing"
+	"time"
+)
+
+// TestReleaseAfterLargeLoads: the free pages are released after a load of
+// at least releaseMinObjects objects, at most once per releaseInterval.
+func TestReleaseAfterLargeLoads(t *testing.T) {
+	now := time.Unix(1000, 0)
+	calls := 0
+	m := &memoryReleaser{release: func() { calls++ }, now: func() time.Time { return now }}
+	steps := []struct {
+		objects int
+		advance time.Duration
+		want    bool
+	}{
+		{releaseMinObjects - 1, 0, false},  // small: nothing to give back
+		{releaseMinObjects, 0, true},       // large: released
+		{10 * releaseMinObjects, 0, false}, // again at once: one collection serves both
+		{releaseMinObjects, releaseInterval - time.Second, false},
+		{releaseMinObjects, time.Second, true}, // an interval later
+	}
+	for i, s := range steps {
+		now = now.Add(s.advance)
+		if got := m.afterLoad(s.objects); got != s.want {
+			t.Fatalf("step %d (%d objects): released %v, want %v", i, s.objects, got, s.want)
+		}
+	}
+	if calls != 2 {
+		t.Fatalf("released %d times, want 2", calls)
+	}
+}
