@@ -696,7 +696,7 @@ func measureScale(tb testing.TB, n int) *scaleResult {
 		time.Sleep(5 * time.Millisecond)
 	}
 	r.dctl.Sync = time.Since(opStart)
-	r.dctl.Objects = n
+	r.dctl.Objects = views.count()
 	// Steady state: nothing more to do for the manager.
 	time.Sleep(2 * time.Second)
 	r.dctl.After = p.memory(tb)
