@@ -14,9 +14,11 @@ import (
 // system (runtime/debug.FreeOSMemory, which collects garbage first) and
 // unmaps every read-only mapping of the running executable
 // (madvise(2) MADV_DONTNEED on the mappings of /proc/self/exe in
-// /proc/self/maps without write permission: code, read-only data, the
-// function tables). Writable mappings (data, bss) are never touched: there
-// MADV_DONTNEED would discard the process's changes.
+// /proc/self/smaps without write permission: code, read-only data, the
+// function tables). Writable mappings (data, bss) are never touched, nor
+// a read-only one holding any page that is not the file's (anonymous or
+// swapped: the relocated read-only data of a position-independent build):
+// there MADV_DONTNEED would discard the process's changes.
 //
 // Unmapping a clean, read-only file mapping loses nothing: its pages stay
 // in the kernel's page cache and a page used again is mapped again on its
@@ -51,11 +53,11 @@ func ReleaseStartupPages() (before, after Resident, err error) {
 	if err != nil {
 		return before, before, fmt.Errorf("procmem: %w", err)
 	}
-	maps, err := os.ReadFile("/proc/self/maps")
+	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		return before, before, fmt.Errorf("procmem: %w", err)
 	}
-	for _, m := range readOnlyMappings(maps, exe) {
+	for _, m := range readOnlyMappings(smaps, exe) {
 		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, m.start, m.end-m.start, syscall.MADV_DONTNEED); e != 0 {
 			return before, before, fmt.Errorf("procmem: madvise(MADV_DONTNEED) of %s %x-%x: %w", exe, m.start, m.end, e)
 		}
@@ -67,19 +69,45 @@ func ReleaseStartupPages() (before, after Resident, err error) {
 // mapping is an address range of /proc/self/maps.
 type mapping struct{ start, end uintptr }
 
-// readOnlyMappings returns the mappings of file in maps (the text of
-// /proc/self/maps: "start-end perms offset dev inode path") that are not
-// writable.
-func readOnlyMappings(maps []byte, file string) []mapping {
+// readOnlyMappings returns the mappings of file in smaps (the text of
+// /proc/self/smaps: a header line "start-end perms offset dev inode path"
+// per mapping, then "Field: value kB" lines) that are not writable and
+// hold only pages of the file: none anonymous (a private copy, such as the
+// relocated read-only data of a position-independent executable, written
+// before being made read-only) and none swapped out (only such copies
+// swap). Dropping those would lose what the process wrote; a mapping with
+// any is left whole. (Private_Dirty does not tell: it also counts page
+// cache pages not yet written back, of a binary just built.)
+func readOnlyMappings(smaps []byte, file string) []mapping {
 	var out []mapping
-	sc := bufio.NewScanner(strings.NewReader(string(maps)))
+	var cur mapping
+	ok := false // cur is a candidate
+	flush := func() {
+		if ok {
+			out = append(out, cur)
+		}
+		ok = false
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(smaps)))
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+		line := sc.Text()
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if k, v, isField := strings.Cut(f[0], ":"); isField && v == "" && !strings.Contains(k, "-") {
+			// A field of the current mapping.
+			if ok && (k == "Anonymous" || k == "Swap") && len(f) >= 2 && f[1] != "0" {
+				ok = false
+			}
+			continue
+		}
+		flush()
 		if len(f) < 6 || strings.Join(f[5:], " ") != file || len(f[1]) < 2 || f[1][0] != 'r' || f[1][1] != '-' {
 			continue
 		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
+		lo, hi, cut := strings.Cut(f[0], "-")
+		if !cut {
 			continue
 		}
 		a, err1 := strconv.ParseUint(lo, 16, 64)
@@ -87,8 +115,9 @@ func readOnlyMappings(maps []byte, file string) []mapping {
 		if err1 != nil || err2 != nil || b <= a {
 			continue
 		}
-		out = append(out, mapping{uintptr(a), uintptr(b)})
+		cur, ok = mapping{uintptr(a), uintptr(b)}, true
 	}
+	flush()
 	return out
 }
 

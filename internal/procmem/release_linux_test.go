@@ -2,24 +2,35 @@ package procmem
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
 func TestReadOnlyMappings(t *testing.T) {
-	maps := `00400000-00600000 r-xp 00000000 fe:00 42 /usr/bin/dctl
-00600000-00800000 r--p 00200000 fe:00 42 /usr/bin/dctl
-00800000-00810000 rw-p 00400000 fe:00 42 /usr/bin/dctl
-00810000-00820000 rw-p 00000000 00:00 0
-7f0000000000-7f0000100000 r-xp 00000000 fe:00 7 /lib/libc.so.6
-7f0000200000-7f0000300000 r--p 00000000 fe:00 43 /usr/bin/dctl (deleted)
-`
-	got := readOnlyMappings([]byte(maps), "/usr/bin/dctl")
+	// Private_Dirty counts page cache pages not written back yet too:
+	// the first two mappings stay candidates.
+	field := func(anon, dirty string) string {
+		return "Size:                  8 kB\nRss:                   8 kB\nPrivate_Dirty:         " + dirty +
+			" kB\nAnonymous:             " + anon + " kB\nSwap:                  0 kB\nVmFlags: rd mr mw me\n"
+	}
+	smaps := "00400000-00600000 r-xp 00000000 fe:00 42 /usr/bin/dctl\n" + field("0", "1280") +
+		"00600000-00800000 r--p 00200000 fe:00 42 /usr/bin/dctl\n" + field("0", "0") +
+		// Relocated read-only data of a position-independent build:
+		// private copies, made read-only after the relocation.
+		"00800000-00808000 r--p 00400000 fe:00 42 /usr/bin/dctl\n" + field("8", "0") +
+		"00808000-00810000 rw-p 00408000 fe:00 42 /usr/bin/dctl\n" + field("8", "8") +
+		"00810000-00820000 rw-p 00000000 00:00 0\n" + field("8", "8") +
+		"7f0000000000-7f0000100000 r-xp 00000000 fe:00 7 /lib/libc.so.6\n" + field("0", "0") +
+		"7f0000200000-7f0000300000 r--p 00000000 fe:00 43 /usr/bin/dctl (deleted)\n" + field("0", "0")
+	got := readOnlyMappings([]byte(smaps), "/usr/bin/dctl")
 	want := []mapping{{0x400000, 0x600000}, {0x600000, 0x800000}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("readOnlyMappings = %x, want %x", got, want)
 	}
-	if got := readOnlyMappings([]byte(maps), "/usr/bin/dctl (deleted)"); !reflect.DeepEqual(got, []mapping{{0x7f0000200000, 0x7f0000300000}}) {
+	if got := readOnlyMappings([]byte(smaps), "/usr/bin/dctl (deleted)"); !reflect.DeepEqual(got, []mapping{{0x7f0000200000, 0x7f0000300000}}) {
 		t.Fatalf("a replaced executable's mapping: %x", got)
 	}
 }
@@ -55,5 +66,22 @@ func TestTracerIn(t *testing.T) {
 		if got := tracerIn([]byte(status)); got != want {
 			t.Errorf("tracerIn(%q) = %v, want %v", status, got, want)
 		}
+	}
+}
+
+// TestReleaseStartupPagesPIE runs TestReleaseStartupPages in a
+// position-independent build of this package's tests, whose relocated
+// read-only data are private copies: releasing them crashed the process
+// with SIGSEGV before such mappings were left alone.
+func TestReleaseStartupPagesPIE(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "procmem-pie.test")
+	build := exec.Command("go", "test", "-c", "-buildmode=pie", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the tests with -buildmode=pie: %v\n%s", err, out)
+	}
+	run := exec.Command(bin, "-test.run", "^TestReleaseStartupPages$", "-test.v")
+	out, err := run.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestReleaseStartupPages") {
+		t.Fatalf("the release in a position-independent build: %v\n%s", err, out)
 	}
 }
