@@ -1,8 +1,10 @@
 package watchcodec
 
 import (
+	"hash/maphash"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -86,8 +88,7 @@ func (d *decoder) value(depth int) (any, bool) {
 	case c == '[':
 		return d.array(depth + 1)
 	case c == '"':
-		s, ok := d.str(false)
-		return s, ok
+		return d.strValue()
 	case c == 't':
 		return true, d.literal("true")
 	case c == 'f':
@@ -237,6 +238,30 @@ func (d *decoder) array(depth int) (any, bool) {
 	copy(out, d.vals[base:])
 	clear(d.vals[base:])
 	return out, true
+}
+
+// strValue reads a string value at d.pos (the opening quote): one of
+// printable ASCII without escapes, the common case, through internValue.
+func (d *decoder) strValue() (any, bool) {
+	start := d.pos + 1
+	for i := start; i < len(d.data); i++ {
+		c := d.data[i]
+		if c == '"' {
+			d.pos = i + 1
+			if d.discard {
+				return nil, true
+			}
+			return internValue(d.data[start:i]), true
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			break
+		}
+	}
+	s, ok := d.str(false)
+	if !ok || d.discard {
+		return nil, ok
+	}
+	return s, true
 }
 
 // str reads a string at d.pos (the opening quote); key selects interning.
@@ -427,6 +452,45 @@ func (d *decoder) digits() bool {
 		d.pos++
 	}
 	return d.pos > n
+}
+
+// The value table: a direct-mapped cache of valueSlots recent string
+// values of up to maxInternedValue bytes, each with the interface value
+// that holds it, so that a value repeated across objects ("Running",
+// "TCP", an image, a namespace, a label value) is one string and one
+// interface box for all of them. A value whose slot holds another replaces
+// it: values seen once (names, uids, addresses) pass through without
+// growing the table, values seen often stay. Bounded memory (valueSlots
+// entries), no lock.
+const (
+	valueSlots       = 1 << 12
+	maxInternedValue = 64
+)
+
+type valueEntry struct {
+	s string
+	v any
+}
+
+var (
+	valueTable [valueSlots]atomic.Pointer[valueEntry]
+	valueSeed  = maphash.MakeSeed()
+)
+
+// internValue returns b as a string in an interface, the table's when it
+// holds b.
+func internValue(b []byte) any {
+	if len(b) > maxInternedValue {
+		return string(b)
+	}
+	slot := &valueTable[maphash.Bytes(valueSeed, b)&(valueSlots-1)]
+	if e := slot.Load(); e != nil && e.s == string(b) {
+		return e.v
+	}
+	s := string(b)
+	e := &valueEntry{s: s, v: s}
+	slot.Store(e)
+	return e.v
 }
 
 // Bounds of the key table: keys up to maxInternedKey bytes are shared,

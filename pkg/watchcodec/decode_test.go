@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -141,3 +142,37 @@ func TestDecodedPodsHeap(t *testing.T) {
 // podJSON is a pod of about 1.5 KB as the API server sends it (name
 // index, label and annotation variety, pod IP index).
 const podJSON = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-%05d","namespace":"default","uid":"0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0","resourceVersion":"123456","creationTimestamp":"2026-01-02T03:04:05Z","labels":{"app":"web-%d","pod-template-hash":"7d9f8c6b5","tier":"frontend"},"annotations":{"example.com/owner":"team-%d"},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web-7d9f8c6b5","uid":"1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809","controller":true,"blockOwnerDeletion":true}]},"spec":{"containers":[{"name":"main","image":"registry.example/web:1.2.3","ports":[{"containerPort":8080,"protocol":"TCP"}],"env":[{"name":"MODE","value":"production"}],"resources":{"requests":{"cpu":"100m","memory":"128Mi"}},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"}],"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","serviceAccountName":"default","schedulerName":"default-scheduler","tolerations":[{"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute","tolerationSeconds":300}],"priority":0,"enableServiceLinks":true,"preemptionPolicy":"PreemptLowerPriority"},"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True","lastProbeTime":null,"lastTransitionTime":"2026-01-02T03:04:09Z"}],"podIP":"10.0.%d.1","qosClass":"Burstable","startTime":"2026-01-02T03:04:05Z"}}`
+
+// TestValuesShared: a string value repeated across objects is one string
+// and one interface value; decoding from several goroutines at once (as
+// several informers do) gives every one the right values.
+func TestValuesShared(t *testing.T) {
+	a, _ := decodeJSON([]byte(`{"status":{"phase":"Running"}}`))
+	b, _ := decodeJSON([]byte(`{"status":{"phase":"Running"}}`))
+	pa := a.(map[string]any)["status"].(map[string]any)["phase"].(string)
+	pb := b.(map[string]any)["status"].(map[string]any)["phase"].(string)
+	if unsafe.StringData(pa) != unsafe.StringData(pb) {
+		t.Fatal(`two decoded objects hold their own copies of the value "Running"`)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				doc := fmt.Sprintf(`{"v":"value-%d","w":"shared"}`, (i*7+g)%300)
+				v, ok := decodeJSON([]byte(doc))
+				if !ok {
+					t.Errorf("decoding %s failed", doc)
+					return
+				}
+				m := v.(map[string]any)
+				if m["v"] != fmt.Sprintf("value-%d", (i*7+g)%300) || m["w"] != "shared" {
+					t.Errorf("decoding %s gave %v", doc, m)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
