@@ -165,21 +165,13 @@ func (d *decoder) object(depth int) (any, bool) {
 			d.keys = append(d.keys, k)
 			d.vals = append(d.vals, v)
 		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
+		more, ok := d.separator('}')
+		if !ok {
 			return nil, false
 		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-			d.skipSpace()
-			continue
-		case '}':
-			d.pos++
-		default:
-			return nil, false
+		if !more {
+			break
 		}
-		break
 	}
 	if d.discard {
 		return nil, true
@@ -190,6 +182,26 @@ func (d *decoder) object(depth int) (any, bool) {
 		d.vals[i] = nil
 	}
 	return m, true
+}
+
+// separator reads what follows an entry of an object or array: a comma
+// (more entries follow) or end, the closing bracket; false for anything
+// else.
+func (d *decoder) separator(end byte) (more, ok bool) {
+	d.skipSpace()
+	if d.pos >= len(d.data) {
+		return false, false
+	}
+	switch d.data[d.pos] {
+	case ',':
+		d.pos++
+		d.skipSpace()
+		return true, true
+	case end:
+		d.pos++
+		return false, true
+	}
+	return false, false
 }
 
 func (d *decoder) array(depth int) (any, bool) {
@@ -215,21 +227,13 @@ func (d *decoder) array(depth int) (any, bool) {
 			d.keys = append(d.keys, "")
 			d.vals = append(d.vals, v)
 		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
+		more, ok := d.separator(']')
+		if !ok {
 			return nil, false
 		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-			d.skipSpace()
-			continue
-		case ']':
-			d.pos++
-		default:
-			return nil, false
+		if !more {
+			break
 		}
-		break
 	}
 	if d.discard {
 		return nil, true

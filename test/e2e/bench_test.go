@@ -333,6 +333,16 @@ func startDctlBin(b *testing.B, bin string, args ...string) *dctlProcess {
 		full = append(full, "--pprof-address", p.pprof)
 	}
 	p.cmd = exec.Command(bin, append(full, args...)...)
+	p.runUntilReady(b, "dctl start", health)
+	return p
+}
+
+// runUntilReady starts p.cmd with its output in p.logs and waits up to
+// 30 s until the process's /readyz on the health address answers 200;
+// the benchmark fails (with the process's output) when it exits first or
+// is not ready in time.
+func (p *dctlProcess) runUntilReady(b *testing.B, name, health string) {
+	b.Helper()
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -344,17 +354,17 @@ func startDctlBin(b *testing.B, bin string, args ...string) *dctlProcess {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return
 			}
 		}
 		select {
 		case err := <-p.exited:
-			b.Fatalf("dctl start exited: %v\n%s", err, p.logs)
+			b.Fatalf("%s exited: %v\n%s", name, err, p.logs)
 		default:
 		}
 		if time.Now().After(deadline) {
 			_ = p.cmd.Process.Kill()
-			b.Fatalf("dctl start not ready after 30s\n%s", p.logs)
+			b.Fatalf("%s not ready after 30s\n%s", name, p.logs)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,31 +115,8 @@ func startMetacontrollerBin(b *testing.B, bin string) *dctlProcess {
 	}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + health + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		select {
-		case err := <-p.exited:
-			b.Fatalf("%s exited: %v\n%s", bin, err, p.logs)
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = p.cmd.Process.Kill()
-			b.Fatalf("%s not ready after 30s\n%s", bin, p.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	p.runUntilReady(b, bin, health)
+	return p
 }
 
 // saveSmaps copies the process's /proc/PID/smaps to DCTL_BENCH_PPROF_DIR as
