@@ -207,6 +207,9 @@ func ownBucket(cfg *rest.Config) *rest.Config {
 
 // newManager builds the controller-runtime manager and the operator runtime.
 func (f *managerFlags) newManager(log logr.Logger) (ctrl.Manager, *operator.Runtime, error) {
+	if f.releaseStartupAfter < 0 {
+		return nil, nil, fmt.Errorf("--release-startup-pages-after %s: want 0 (never) or a positive duration", f.releaseStartupAfter)
+	}
 	cfg, err := f.restConfig()
 	if err != nil {
 		return nil, nil, err

@@ -3,8 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 )
@@ -62,5 +64,20 @@ func TestRestConfigRateLimits(t *testing.T) {
 		if own := ownBucket(cfg); own.RateLimiter != nil || own.QPS != cfg.QPS || own.Burst != cfg.Burst {
 			t.Errorf("%v: ownBucket kept the shared rate limiter or changed the limits", tc.args)
 		}
+	}
+}
+
+// TestNegativeReleaseDelayRefused: a negative --release-startup-pages-after
+// is an error naming the flag, not a silent "never".
+func TestNegativeReleaseDelayRefused(t *testing.T) {
+	f := &managerFlags{}
+	cmd := &cobra.Command{Use: "x"}
+	f.register(cmd, "0", "0")
+	if err := cmd.Flags().Parse([]string{"--release-startup-pages-after", "-5s"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := f.newManager(logr.Discard())
+	if err == nil || !strings.Contains(err.Error(), "--release-startup-pages-after -5s") {
+		t.Fatalf("newManager with a negative release delay: %v, want an error naming the flag", err)
 	}
 }

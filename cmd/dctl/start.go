@@ -46,6 +46,10 @@ applied and its controllers run like an Operator's, with the RGD's status
 saying how it went; see docs/kro.md. All controllers share one informer per
 watched kind.
 
+Memory: unless GOMEMLIMIT is set, the Go memory limit is 90% of the memory
+limit of the process's cgroup (a container's resources.limits.memory), when it
+has one; see also --release-startup-pages-after.
+
 Metacontroller's flags are accepted with Metacontroller's meaning, so that the
 args of a Metacontroller Deployment run unchanged: ` + metacontrollerSpellings() + `.
 Where dctl already had a flag for the same setting, both spellings set it
