@@ -209,6 +209,18 @@ func (o ListOptions) matches(obj *unstructured.Unstructured, lbls map[string]str
 // namespace and name, and the store's resourceVersion at the time of the
 // selection: a Watch from that version sees every later change.
 func (s *Store) Select(gvk schema.GroupVersionKind, opts ListOptions) ([]*unstructured.Unstructured, string) {
+	sel, rv := s.selectSorted(gvk, opts)
+	out := make([]*unstructured.Unstructured, len(sel))
+	for i, k := range sel {
+		out[i] = k.obj.DeepCopy()
+	}
+	return out, rv
+}
+
+// selectSorted returns the stored objects of a kind that opts selects,
+// sorted by namespace and name (not copies), and the store's
+// resourceVersion at the time of the selection.
+func (s *Store) selectSorted(gvk schema.GroupVersionKind, opts ListOptions) ([]keyed, string) {
 	s.mu.RLock()
 	sel := make([]keyed, 0, len(s.objects[gvk]))
 	for key, obj := range s.objects[gvk] {
@@ -222,13 +234,9 @@ func (s *Store) Select(gvk schema.GroupVersionKind, opts ListOptions) ([]*unstru
 	rv := strconv.FormatInt(s.rv, 10)
 	s.mu.RUnlock()
 	// Stored objects are never modified in place (a write replaces them),
-	// so they are sorted and copied outside the lock.
+	// so they are sorted (and copied, by Select) outside the lock.
 	sortKeyed(sel)
-	out := make([]*unstructured.Unstructured, len(sel))
-	for i, k := range sel {
-		out[i] = k.obj.DeepCopy()
-	}
-	return out, rv
+	return sel, rv
 }
 
 type keyed struct {

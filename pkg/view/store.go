@@ -155,13 +155,7 @@ func (s *Store) GetShared(gvk schema.GroupVersionKind, key object.Key) (*unstruc
 
 // ListShared is List without the copies (see GetShared).
 func (s *Store) ListShared(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
-	s.mu.RLock()
-	sel := make([]keyed, 0, len(s.objects[gvk]))
-	for key, obj := range s.objects[gvk] {
-		sel = append(sel, keyed{key, obj})
-	}
-	s.mu.RUnlock()
-	sortKeyed(sel)
+	sel, _ := s.selectSorted(gvk, ListOptions{})
 	out := make([]*unstructured.Unstructured, len(sel))
 	for i, k := range sel {
 		out[i] = k.obj
