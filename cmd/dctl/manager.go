@@ -145,7 +145,7 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 	fs.IntVar(&f.burst, "kube-api-burst", defaultKubeAPIBurst, "requests the manager may send to the Kubernetes API server in a burst, all its clients together, "+
 		"when --kube-api-qps is 0 or more (0: client-go's default of 10)")
 	fs.DurationVar(&f.releaseStartupAfter, "release-startup-pages-after", defaultReleaseStartupAfter,
-		"once the informers have synced and this long has passed, return the heap's free pages to the system and unmap the executable's read-only pages "+
+		"before the manager starts and again once the informers have synced and this long has passed, return the heap's free pages to the system and unmap the executable's read-only pages "+
 			"that package initialisation touched (they stay in the page cache and come back on use; Linux): an idle dctl start then holds 22-35 MB instead of 65 MB (0: never)")
 	f.limits.register(cmd)
 	f.limits.registerKinds(cmd)

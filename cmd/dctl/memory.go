@@ -17,14 +17,28 @@ const defaultReleaseStartupAfter = 10 * time.Second
 
 // manageMemory sets the Go memory limit from the cgroup's (see
 // procmem.SetLimitFromCgroup) and, unless after is 0 or less, releases the
-// pages only start-up used (procmem.ReleaseStartupPages) once: when the
-// manager's caches have synced and after has passed. It returns at once;
-// the release waits in a goroutine that ends with ctx.
+// pages only start-up used (procmem.ReleaseStartupPages) twice: at once,
+// before the manager starts (what package initialisation and set-up
+// touched, so that the first burst of work after start does not add its
+// pages on top of them: the peak RSS), and when the manager's caches have
+// synced and after has passed (what the informers' start touched). It is
+// called right before the manager starts; the second release waits in a
+// goroutine that ends with ctx.
 func manageMemory(ctx context.Context, mgr manager.Manager, after time.Duration, log logr.Logger) {
 	procmem.SetLimitFromCgroup(log)
 	if after <= 0 {
 		return
 	}
+	release := func(when string) {
+		before, now, err := procmem.ReleaseStartupPages()
+		if err != nil {
+			log.Error(err, "releasing the start-up pages", "when", when)
+			return
+		}
+		log.V(1).Info("released the pages only start-up used", "when", when, "rssBytesBefore", before.Total, "rssBytesAfter", now.Total,
+			"rssFileBytesBefore", before.File, "rssFileBytesAfter", now.File, "rssAnonBytesBefore", before.Anon, "rssAnonBytesAfter", now.Anon)
+	}
+	release("before start")
 	go func() {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return
@@ -36,12 +50,6 @@ func manageMemory(ctx context.Context, mgr manager.Manager, after time.Duration,
 			return
 		case <-t.C:
 		}
-		before, now, err := procmem.ReleaseStartupPages()
-		if err != nil {
-			log.Error(err, "releasing the start-up pages")
-			return
-		}
-		log.V(1).Info("released the pages only start-up used", "rssBytesBefore", before.Total, "rssBytesAfter", now.Total,
-			"rssFileBytesBefore", before.File, "rssFileBytesAfter", now.File, "rssAnonBytesBefore", before.Anon, "rssAnonBytesAfter", now.Anon)
+		release("after sync")
 	}()
 }
