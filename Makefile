@@ -8,7 +8,7 @@ GOFILES   := $(shell find . -name '*.go' -not -path './bin/*' -not -path './hack
 
 TIMED     := $(CURDIR)/hack/timed.sh
 
-.PHONY: all build test unit vet fmt-check demo eval-demo kube-binaries tools chart-lint manifests docs-picture generate clean help prereqs bench-scale
+.PHONY: all build test unit vet fmt-check demo eval-demo kube-binaries tools chart-lint manifests docs-picture generate clean help prereqs bench-scale bench-scale-composite
 
 all: build
 
@@ -38,11 +38,14 @@ unit: ## Unit, property, golden, fuzz-seed and end-to-end tests
 
 test: prereqs fmt-check vet kube-binaries tools unit ## Everything CI runs (builds the control plane once)
 
-# N pods for bench-scale (the benchmark's DCTL_SCALE_N).
+# N pods for bench-scale, N parents for bench-scale-composite (the benchmarks' DCTL_SCALE_N).
 N ?= 10000
 
 bench-scale: prereqs kube-binaries ## Memory per pod, sync time and change latency of dctl start next to a bare informer at N pods (N=10000; e.g. N=100000)
 	DCTL_SCALE_N=$(N) $(GO) test ./test/e2e -run '^$$' -bench '^BenchmarkScale$$' -benchtime=1x -timeout 180m -v
+
+bench-scale-composite: prereqs kube-binaries ## Memory per cached object of a CompositeController (N parents x 3 ConfigMaps) next to a bare informer (N=10000)
+	DCTL_SCALE_N=$(N) $(GO) test ./test/e2e -run '^$$' -bench '^BenchmarkScaleComposite$$' -benchtime=1x -timeout 180m -v
 
 demo: build kube-binaries ## Getting started on a local control plane: dctl start, the pod annotator, kubectl
 	hack/demo.sh

@@ -693,21 +693,21 @@ type settledWatch struct {
 	n    atomic.Int64
 }
 
-func watchSettled(b *testing.B, ns string) *settledWatch {
-	b.Helper()
+func watchSettled(tb testing.TB, ns string) *settledWatch {
+	tb.Helper()
 	dc, err := dynamic.NewForConfig(unthrottled())
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	res := dc.Resource(schema.GroupVersionResource{Group: "e2e.dcontroller.io", Version: "v1", Resource: "benchparents"}).Namespace(ns)
 	l, err := res.List(context.Background(), metav1.ListOptions{})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	timeout := int64(900)
 	w, err := res.Watch(context.Background(), metav1.ListOptions{ResourceVersion: l.GetResourceVersion(), TimeoutSeconds: &timeout})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	s := &settledWatch{w: w, done: make(chan struct{})}
 	settled := func(u *unstructured.Unstructured) bool {

@@ -146,13 +146,16 @@ func selfMemory() (memFigures, error) {
 	return f, err
 }
 
-// runScaleInformer is the informer child: a client-go SharedInformer of the
-// pods of one namespace, unstructured (dynamicinformer) or typed (core/v1),
-// with a transform dropping managedFields (as the manager's cache does), no
-// resync. It prints a scaleFigures JSON line on
-// stdout: memory after the clients are made and before the informer starts,
-// memory once the informer has synced, and the time from start to synced.
-// It returns the process's exit code.
+// runScaleInformer is the informer child: client-go SharedInformers, with a
+// transform dropping managedFields (as the manager's cache does), no
+// resync. Mode "unstructured" (dynamicinformer) and "typed" (core/v1) cache
+// the pods of one namespace; mode "composite" caches, unstructured, what
+// `dctl start` caches for BenchmarkScaleComposite's CompositeController:
+// every BenchParent and every ConfigMap of the cluster (the manager's
+// informers are cluster-wide). It prints a scaleFigures JSON line on
+// stdout: memory after the clients are made and before the informers
+// start, memory once they have synced, the objects they hold and the time
+// from start to synced. It returns the process's exit code.
 func runScaleInformer(mode string) int {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "informer child (%s): %v\n", mode, err)
@@ -164,34 +167,42 @@ func runScaleInformer(mode string) int {
 	}
 	cfg.QPS, cfg.Burst = -1, 0
 	ns := os.Getenv(scaleNamespaceEnv)
-	var inf cache.SharedIndexInformer
+	var infs []cache.SharedIndexInformer
 	switch mode {
-	case "unstructured":
+	case "unstructured", "composite":
 		dc, err := dynamic.NewForConfig(cfg)
 		if err != nil {
 			return fail(err)
 		}
+		if mode == "composite" {
+			f := dynamicinformer.NewDynamicSharedInformerFactory(dc, 0)
+			infs = append(infs, f.ForResource(benchParentsGVR).Informer(),
+				f.ForResource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Informer())
+			break
+		}
 		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dc, 0, ns, nil)
-		inf = f.ForResource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Informer()
+		infs = append(infs, f.ForResource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Informer())
 	case "typed":
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return fail(err)
 		}
 		f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
-		inf = f.Core().V1().Pods().Informer()
+		infs = append(infs, f.Core().V1().Pods().Informer())
 	default:
-		return fail(fmt.Errorf("%s=%q: want unstructured or typed", scaleInformerEnv, mode))
+		return fail(fmt.Errorf("%s=%q: want unstructured, typed or composite", scaleInformerEnv, mode))
 	}
 	// Drop managedFields, as the manager's cache does (and
 	// controller-runtime's cache.TransformStripManagedFields).
-	if err := inf.SetTransform(func(in any) (any, error) {
-		if o, err := meta.Accessor(in); err == nil {
-			o.SetManagedFields(nil)
+	for _, inf := range infs {
+		if err := inf.SetTransform(func(in any) (any, error) {
+			if o, err := meta.Accessor(in); err == nil {
+				o.SetManagedFields(nil)
+			}
+			return in, nil
+		}); err != nil {
+			return fail(err)
 		}
-		return in, nil
-	}); err != nil {
-		return fail(err)
 	}
 	var out scaleFigures
 	if out.Before, err = selfMemory(); err != nil {
@@ -200,16 +211,22 @@ func runScaleInformer(mode string) int {
 	stop := make(chan struct{})
 	defer close(stop)
 	start := time.Now()
-	go inf.Run(stop)
-	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
-		return fail(fmt.Errorf("the informer did not sync"))
+	for _, inf := range infs {
+		go inf.Run(stop)
+	}
+	for _, inf := range infs {
+		if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+			return fail(fmt.Errorf("the informer did not sync"))
+		}
 	}
 	out.Sync = time.Since(start)
-	out.Objects = len(inf.GetStore().ListKeys())
+	for _, inf := range infs {
+		out.Objects += len(inf.GetStore().ListKeys())
+	}
 	if out.After, err = selfMemory(); err != nil {
 		return fail(err)
 	}
-	runtime.KeepAlive(inf)
+	runtime.KeepAlive(infs)
 	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
 		return fail(err)
 	}
@@ -369,12 +386,15 @@ type scaleDctl struct {
 	exited chan error
 }
 
-func startScaleDctl(tb testing.TB) *scaleDctl {
+// startScaleDctl runs `dctl start` with args added to its flags and waits
+// until it is ready.
+func startScaleDctl(tb testing.TB, args ...string) *scaleDctl {
 	tb.Helper()
 	p := &scaleDctl{logs: &syncBuffer{}, exited: make(chan error, 1), pprof: scaleFreeAddr(tb), api: scaleFreeAddr(tb)}
 	health := scaleFreeAddr(tb)
 	p.cmd = exec.Command(dctlBin, "start", "--kubeconfig", kubeconfig, "--health-addr", health, "--metrics-addr", "0",
 		"--api-server-addr", p.api, "--pprof-address", p.pprof, "--rgd=false")
+	p.cmd.Args = append(p.cmd.Args, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		tb.Fatal(err)
