@@ -434,9 +434,13 @@ func TestScaleCompositeMeasurement(t *testing.T) {
 	for i := range r.parents {
 		p := &r.parents[i]
 		uids[string(p.GetUID())] = p
+		// The hook's status, with the generation it answered for.
 		st, _, _ := unstructured.NestedMap(p.Object, "status")
-		if want := compositeStatus("v1", compositeChildren); !equalJSON(st, want) {
+		want := compositeStatus("v1", compositeChildren)
+		want["observedGeneration"] = p.GetGeneration()
+		if !equalJSON(st, want) {
 			t.Errorf("parent %s: status %v, want %v", p.GetName(), st, want)
+			break
 		}
 	}
 	if len(r.children) != n*compositeChildren {
@@ -448,23 +452,25 @@ func TestScaleCompositeMeasurement(t *testing.T) {
 		ref := metav1.GetControllerOf(c)
 		if ref == nil || uids[string(ref.UID)] == nil {
 			t.Errorf("child %s: controller %v is none of the parents", c.GetName(), ref)
-			continue
+			break
 		}
 		p := uids[string(ref.UID)]
 		idx := strings.LastIndexByte(c.GetName(), '-')
 		k, err := strconv.Atoi(c.GetName()[idx+1:])
 		if idx < 0 || err != nil || c.GetName()[:idx] != p.GetName() || k >= compositeChildren {
 			t.Errorf("child %s of parent %s: not a name the hook answers", c.GetName(), p.GetName())
-			continue
+			break
 		}
 		seen[c.GetName()] = true
 		app := p.GetLabels()["app"]
 		data, _, _ := unstructured.NestedMap(c.Object, "data")
 		if want := compositeChildData(p.GetName(), app, "v1", k); !equalJSON(data, want) {
 			t.Errorf("child %s: data %v, want %v", c.GetName(), data, want)
+			break
 		}
 		if l := c.GetLabels(); l["app"] != app || l[metacontroller.ControllerUIDLabel] != string(p.GetUID()) {
 			t.Errorf("child %s: labels %v, want app=%s and %s=%s", c.GetName(), l, app, metacontroller.ControllerUIDLabel, p.GetUID())
+			break
 		}
 	}
 	if len(seen) != n*compositeChildren {
