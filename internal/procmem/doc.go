@@ -13,4 +13,8 @@
 //     (code, read-only data, the function tables) that package
 //     initialisation touched. They stay in the kernel's page cache; a page
 //     used again is mapped again on its first access (a minor fault).
+//   - [ReleaseAfterLoad] returns the heap's free pages to the operating
+//     system once a controller's start has processed a large initial state
+//     (an Operator's source objects, a hook controller's parents and
+//     children), at most once a minute for all controllers together.
 package procmem

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,6 +28,7 @@ import (
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	"github.com/dcontroller/dcontroller/internal/events"
+	"github.com/dcontroller/dcontroller/internal/procmem"
 	"github.com/dcontroller/dcontroller/pkg/informers"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller/hook"
 	"github.com/dcontroller/dcontroller/pkg/sharding"
@@ -323,6 +325,10 @@ type engine struct {
 	ctx      context.Context                  // of the workers, set by start; cancelled by stop
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	// busy counts the syncs running; lastSync is when the last one
+	// began (UnixNano), for releaseAfterLoad.
+	busy     atomic.Int32
+	lastSync atomic.Int64
 }
 
 func newEngine(d deps, name string) *engine {
@@ -642,6 +648,7 @@ func (e *engine) start(ctx context.Context) error {
 	if workers <= 0 {
 		workers = 1
 	}
+	e.lastSync.Store(time.Now().UnixNano())
 	for i := 0; i < workers; i++ {
 		e.wg.Add(1)
 		go func() {
@@ -650,8 +657,51 @@ func (e *engine) start(ctx context.Context) error {
 			}
 		}()
 	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.releaseAfterLoad(ctx)
+	}()
 	startedMetrics(e.name, e.syncHook, e.finHook, e.custHook)
 	return nil
+}
+
+// loadIdle is how long a controller's queue stays empty, with no sync
+// running or begun, before its initial syncs count as done.
+const loadIdle = 2 * time.Second
+
+// releaseAfterLoad waits until the controller's initial syncs are done
+// (the queue empty and no sync begun for loadIdle: every parent synced,
+// the follow-ups on its writes too) and hands the objects its watches
+// then hold (parents, children, related objects) to
+// procmem.ReleaseAfterLoad, which returns the free heap pages of a large
+// initial load to the OS: the hook's requests and answers and the writes
+// of thousands of syncs left the heap's pages at about twice the live
+// heap. It returns then, or when ctx ends.
+func (e *engine) releaseAfterLoad(ctx context.Context) {
+	t := time.NewTicker(loadIdle / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if e.queue.Len() > 0 || e.busy.Load() > 0 || time.Since(time.Unix(0, e.lastSync.Load())) < loadIdle {
+			continue
+		}
+		e.mu.Lock()
+		ws := slices.Clone(e.watches)
+		e.mu.Unlock()
+		n := 0
+		for _, w := range ws {
+			n += w.index.len()
+		}
+		if procmem.ReleaseAfterLoad(n) {
+			e.log.V(1).Info("returned the free heap pages of the initial syncs to the OS", "objects", n)
+		}
+		return
+	}
 }
 
 // every runs fn every period until stop (call it after start).
@@ -678,6 +728,9 @@ func (e *engine) work(ctx context.Context) bool {
 	if shutdown {
 		return false
 	}
+	e.busy.Add(1)
+	e.lastSync.Store(time.Now().UnixNano())
+	defer e.busy.Add(-1)
 	defer e.queue.Done(pk)
 	err := e.sync(ctx, pk)
 	var rq errRequeue

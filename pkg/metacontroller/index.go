@@ -103,6 +103,13 @@ func (x *objectIndex) remove(o *unstructured.Unstructured) {
 	}
 }
 
+// len is the number of objects.
+func (x *objectIndex) len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.byKey)
+}
+
 // get returns the object with the key, or nil.
 func (x *objectIndex) get(k types.NamespacedName) *unstructured.Unstructured {
 	x.mu.RLock()

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
+	"github.com/dcontroller/dcontroller/internal/procmem"
 	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/expression"
 	"github.com/dcontroller/dcontroller/pkg/informers"
@@ -787,7 +788,7 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 	started, waiting := len(run.ctrls), len(run.invalid)
 	run.mu.Unlock()
 	log.Info("operator started", "controllers", started, "waiting", waiting)
-	if startupRelease.afterLoad(int(run.loaded.Load())) {
+	if procmem.ReleaseAfterLoad(int(run.loaded.Load())) {
 		log.V(1).Info("returned the free heap pages of the initial load to the OS", "objects", run.loaded.Load())
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,13 +265,16 @@ func measureScaleComposite(tb testing.TB, n int) *compositeResult {
 	r.dctl.Sync = time.Since(ccStart)
 	r.fromStart = time.Since(procStart)
 	// Steady state: the hook quiet (the follow-ups of the status writes
-	// done), nothing more to do for the manager.
+	// done), then nothing more to do for the manager (which returns the
+	// free pages of a large initial sync 2s after its last sync).
 	h.quiet(3 * time.Second)
 	r.calls = h.calls.Load()
 	reqs1 := serverRequests(tb, hookBenchResources...)
 	r.reqs = requestsSince(reqs0, reqs1, n)
 	r.reqTotal = writeRequests(reqs0, reqs1, n)
+	time.Sleep(2 * time.Second)
 	r.dctl.After = p.memory(tb)
+	p.saveHeap(tb, "composite")
 	p.stop(tb)
 
 	r.informer = runInformerChild(tb, "composite", ns)
@@ -287,6 +292,34 @@ func measureScaleComposite(tb testing.TB, n int) *compositeResult {
 	r.parents, r.children = pl.Items, cl.Items
 	r.parentBytes, r.childBytes = meanJSONSize(tb, r.parents), meanJSONSize(tb, r.children)
 	return r
+}
+
+// saveHeap saves, with DCTL_BENCH_PPROF_DIR set, the process's heap
+// profile after a forced GC (heap-<name>.pprof; run with
+// GODEBUG=memprofilerate=4096 for a finer one) and its
+// /debug/pprof/heap?debug=1 text with the runtime's MemStats
+// (memstats-<name>.txt) there; nothing when the variable is unset.
+func (p *scaleDctl) saveHeap(tb testing.TB, name string) {
+	tb.Helper()
+	dir := os.Getenv(benchPprofDirEnv)
+	if dir == "" {
+		return
+	}
+	for path, file := range map[string]string{"/debug/pprof/heap?gc=1": "heap-" + name + ".pprof", "/debug/pprof/heap?debug=1": "memstats-" + name + ".txt"} {
+		resp, err := http.Get("http://" + p.pprof + path)
+		if err != nil {
+			tb.Errorf("pprof %s: %v", path, err)
+			continue
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, file), data, 0o644)
+		}
+		if err != nil {
+			tb.Errorf("pprof %s: %v", path, err)
+		}
+	}
 }
 
 // meanJSONSize is the mean size of the objects' JSON without

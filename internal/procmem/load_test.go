@@ -1,4 +1,4 @@
-package operator
+package procmem
 
 import (
 	"testing"
@@ -6,21 +6,21 @@ import (
 )
 
 // TestReleaseAfterLargeLoads: the free pages are released after a load of
-// at least releaseMinObjects objects, at most once per releaseInterval.
+// at least LoadReleaseMinObjects objects, at most once per LoadReleaseInterval.
 func TestReleaseAfterLargeLoads(t *testing.T) {
 	now := time.Unix(1000, 0)
 	calls := 0
-	m := &memoryReleaser{release: func() { calls++ }, now: func() time.Time { return now }}
+	m := &loadReleaser{release: func() { calls++ }, now: func() time.Time { return now }}
 	steps := []struct {
 		objects int
 		advance time.Duration
 		want    bool
 	}{
-		{releaseMinObjects - 1, 0, false},  // small: nothing to give back
-		{releaseMinObjects, 0, true},       // large: released
-		{10 * releaseMinObjects, 0, false}, // again at once: one collection serves both
-		{releaseMinObjects, releaseInterval - time.Second, false},
-		{releaseMinObjects, time.Second, true}, // an interval later
+		{LoadReleaseMinObjects - 1, 0, false},  // small: nothing to give back
+		{LoadReleaseMinObjects, 0, true},       // large: released
+		{10 * LoadReleaseMinObjects, 0, false}, // again at once: one collection serves both
+		{LoadReleaseMinObjects, LoadReleaseInterval - time.Second, false},
+		{LoadReleaseMinObjects, time.Second, true}, // an interval later
 	}
 	for i, s := range steps {
 		now = now.Add(s.advance)
