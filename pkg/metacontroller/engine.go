@@ -329,6 +329,10 @@ type engine struct {
 	// began (UnixNano), for releaseAfterLoad.
 	busy     atomic.Int32
 	lastSync atomic.Int64
+	// afterLoad and loadIdle are releaseAfterLoad's release
+	// (procmem.ReleaseAfterLoad) and wait (loadIdle); replaced in tests.
+	afterLoad func(objects int) bool
+	loadIdle  time.Duration
 }
 
 func newEngine(d deps, name string) *engine {
@@ -339,6 +343,10 @@ func newEngine(d deps, name string) *engine {
 		queue:  workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[parentKey]{}),
 		exp:    newExpectations(),
 		states: map[parentKey]*parentState{},
+		// The hook controllers' initial syncs share the release of an
+		// Operator's initial load.
+		afterLoad: procmem.ReleaseAfterLoad,
+		loadIdle:  loadIdle,
 	}
 }
 
@@ -667,7 +675,7 @@ func (e *engine) start(ctx context.Context) error {
 }
 
 // loadIdle is how long a controller's queue stays empty, with no sync
-// running or begun, before its initial syncs count as done.
+// running or begun, before its initial syncs count as done (engine.loadIdle).
 const loadIdle = 2 * time.Second
 
 // releaseAfterLoad waits until the controller's initial syncs are done
@@ -679,7 +687,7 @@ const loadIdle = 2 * time.Second
 // of thousands of syncs left the heap's pages at about twice the live
 // heap. It returns then, or when ctx ends.
 func (e *engine) releaseAfterLoad(ctx context.Context) {
-	t := time.NewTicker(loadIdle / 4)
+	t := time.NewTicker(e.loadIdle / 4)
 	defer t.Stop()
 	for {
 		select {
@@ -687,7 +695,7 @@ func (e *engine) releaseAfterLoad(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if e.queue.Len() > 0 || e.busy.Load() > 0 || time.Since(time.Unix(0, e.lastSync.Load())) < loadIdle {
+		if e.queue.Len() > 0 || e.busy.Load() > 0 || time.Since(time.Unix(0, e.lastSync.Load())) < e.loadIdle {
 			continue
 		}
 		e.mu.Lock()
@@ -697,7 +705,7 @@ func (e *engine) releaseAfterLoad(ctx context.Context) {
 		for _, w := range ws {
 			n += w.index.len()
 		}
-		if procmem.ReleaseAfterLoad(n) {
+		if e.afterLoad(n) {
 			e.log.V(1).Info("returned the free heap pages of the initial syncs to the OS", "objects", n)
 		}
 		return

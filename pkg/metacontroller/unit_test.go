@@ -1,6 +1,7 @@
 package metacontroller
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -228,6 +229,60 @@ func TestObjectIndex(t *testing.T) {
 	x.remove(owned)
 	if len(x.owned("uid-p")) != 0 || x.get(keyOf(a)) != nil || len(x.list("", true)) != 1 || len(x.list("ns2", false)) != 1 {
 		t.Fatal("removal not indexed")
+	}
+}
+
+// TestReleaseAfterLoad: the free pages of the initial syncs are released
+// once the queue is empty and no sync runs or began for loadIdle, with the
+// objects of the controller's watches, once.
+func TestReleaseAfterLoad(t *testing.T) {
+	e := newEngine(deps{log: logr.Discard()}, "compositecontroller/x")
+	e.loadIdle = 20 * time.Millisecond
+	released := make(chan int, 2)
+	e.afterLoad = func(n int) bool { released <- n; return true }
+	synced := make(chan struct{})
+	e.sync = func(ctx context.Context, pk parentKey) error {
+		<-synced
+		return nil
+	}
+	w := &watch{index: newObjectIndex(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})}
+	for i := range 1500 {
+		w.index.set(u("v1", "ConfigMap", "ns", fmt.Sprintf("c%d", i), "1"))
+	}
+	e.watches = []*watch{w}
+	e.lastSync.Store(time.Now().UnixNano())
+	e.queue.Add(parentKey{gvk: schema.GroupVersionKind{Group: "e2e", Version: "v1", Kind: "P"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.releaseAfterLoad(ctx)
+	}()
+	notYet := func(what string) {
+		time.Sleep(10 * e.loadIdle)
+		select {
+		case n := <-released:
+			t.Fatalf("released (%d objects) %s", n, what)
+		default:
+		}
+	}
+	notYet("while the queue holds a parent")
+	worked := make(chan bool)
+	go func() { worked <- e.work(ctx) }()
+	notYet("while a sync runs")
+	close(synced)
+	if !<-worked {
+		t.Fatal("the worker saw the queue shut down")
+	}
+	<-done
+	if n := <-released; n != 1500 {
+		t.Fatalf("released with %d objects, want 1500", n)
+	}
+	select {
+	case n := <-released:
+		t.Fatalf("released a second time (%d objects)", n)
+	default:
 	}
 }
 
