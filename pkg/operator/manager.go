@@ -135,7 +135,10 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 		LeaderElectionConfig:       opts.LeaderElectionConfig,
 		PprofBindAddress:           opts.PprofAddr,
 		Client:                     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		MapperProvider:             newMemoMapper,
+		// Writes of unstructured objects decode their responses in one
+		// parse (controller-runtime's client parses each three times).
+		NewClient:      watchcodec.NewClient,
+		MapperProvider: newMemoMapper,
 		// managedFields is the bulk of many objects and no pipeline reads it.
 		Cache: cache.Options{DefaultTransform: received.transform, SyncPeriod: syncPeriod,
 			NewInformer: watches.newInformer},

@@ -123,14 +123,16 @@ func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo { return n.in
 
 // objectSerializer decodes a JSON object into *unstructured.Unstructured
 // in one parse when the caller asks for no particular type (into == nil,
-// as the REST client's Result.Get and the watch decoder do).
+// as the REST client's Result.Get and the watch decoder do) or for an
+// Unstructured (the dynamic client's responses, Result.Into).
 type objectSerializer struct {
 	runtime.Serializer
 	opts Options
 }
 
 func (s objectSerializer) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	if into != nil {
+	u, unstr := into.(*unstructured.Unstructured)
+	if (into != nil && !unstr) || (unstr && (u == nil || defaults != nil)) {
 		return s.Serializer.Decode(data, defaults, into)
 	}
 	obj, gvk, ok := decodeObject(data, s.opts)
@@ -139,6 +141,12 @@ func (s objectSerializer) Decode(data []byte, defaults *schema.GroupVersionKind,
 		return s.Serializer.Decode(data, defaults, into)
 	}
 	decodedOnce.Add(1)
+	if unstr {
+		// As client-go's decoder into an Unstructured: its map is
+		// replaced by the decoded one.
+		u.Object = obj.Object
+		return u, gvk, nil
+	}
 	return obj, gvk, nil
 }
 

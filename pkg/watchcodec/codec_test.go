@@ -259,3 +259,69 @@ func BenchmarkWatchDecode(b *testing.B) {
 }
 
 const benchPod = `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"pod-0001","namespace":"bench-op-1","uid":"4f6c1f0e-8a53-4c1e-9d4c-2b4a1c7f9e01","resourceVersion":"123456","creationTimestamp":"2026-12-01T10:00:00Z","annotations":{"dcontroller.io/container-num":"1"},"managedFields":[{"manager":"e2e.test","operation":"Update","apiVersion":"v1","time":"2026-12-01T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:containers":{"k:{\"name\":\"c\"}":{".":{},"f:image":{},"f:imagePullPolicy":{},"f:name":{},"f:resources":{},"f:terminationMessagePath":{},"f:terminationMessagePolicy":{}}},"f:dnsPolicy":{},"f:enableServiceLinks":{},"f:restartPolicy":{},"f:schedulerName":{},"f:securityContext":{},"f:terminationGracePeriodSeconds":{}}}},{"manager":"dctl","operation":"Update","apiVersion":"v1","time":"2026-12-01T10:00:01Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{".":{},"f:dcontroller.io/container-num":{}}}}}]},"spec":{"containers":[{"name":"c","image":"x","resources":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"Always"}],"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","securityContext":{},"schedulerName":"default-scheduler","enableServiceLinks":true,"preemptionPolicy":"PreemptLowerPriority"},"status":{"phase":"Pending","qosClass":"BestEffort"}}`
+
+// decodeInto decodes data as a REST response into an Unstructured holding
+// a stale field (Result.Into's path: the negotiator's JSON decoder, no
+// default kind) with the media-type support of ns.
+func decodeInto(t testing.TB, ns runtime.NegotiatedSerializer, data []byte) (runtime.Object, *unstructured.Unstructured, *schema.GroupVersionKind, error) {
+	t.Helper()
+	dec, err := runtime.NewClientNegotiator(ns, schema.GroupVersion{Version: "v1"}).Decoder(runtime.ContentTypeJSON, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	into := &unstructured.Unstructured{Object: map[string]any{"stale": true}}
+	obj, gvk, err := dec.Decode(data, nil, into)
+	return obj, into, gvk, err
+}
+
+// sameInto checks that ours decodes a response into an Unstructured as
+// client-go's dynamic client does: the same object returned and left in
+// the target, the same kind, an error for the same input.
+func sameInto(t testing.TB, data []byte) {
+	t.Helper()
+	wantObj, wantInto, wantGVK, wantErr := decodeInto(t, standard(), data)
+	gotObj, gotInto, gotGVK, gotErr := decodeInto(t, Wrap(standard()), data)
+	if (gotErr == nil) != (wantErr == nil) {
+		t.Fatalf("%q: error %v, client-go's %v", data, gotErr, wantErr)
+	}
+	if wantErr != nil {
+		return
+	}
+	if !reflect.DeepEqual(gotObj, wantObj) || !reflect.DeepEqual(gotInto, wantInto) || !reflect.DeepEqual(gotGVK, wantGVK) {
+		t.Fatalf("%q: decoded %#v into %#v (%v), client-go %#v into %#v (%v)", data, gotObj, gotInto, gotGVK, wantObj, wantInto, wantGVK)
+	}
+}
+
+var responseSeeds = []string{
+	pod,
+	`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","managedFields":[{"manager":"m","fieldsV1":{"f:data":{}}}]},"data":{"a":"b"}}`,
+	`{"kind":"BenchParent","apiVersion":"e2e.example.com/v1","metadata":{"name":"p"},"status":{"children":3}}`,
+	`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":404}`,
+	`{"kind":"Status","apiVersion":"example.com/v1","metadata":{"name":"s"}}`,
+	`{"kind":"PodList","apiVersion":"v1","items":[]}`,
+	`{"apiVersion":"v1","metadata":{"name":"p"}}`,
+	`{"kind":"Pod","metadata":{"name":"p"}}`,
+	`{"kind":"Pod","apiVersion":"a/b/c"}`,
+	`null`, `[1]`, `"x"`, `{"kind":"Pod","apiVersion":"v1",x}`, ``,
+}
+
+func TestDecodesIntoAsClientGo(t *testing.T) {
+	for _, s := range responseSeeds {
+		sameInto(t, []byte(s))
+	}
+	// And the result itself: the target holds the response, not the
+	// stale field.
+	obj, into, gvk, err := decodeInto(t, Wrap(standard()), []byte(responseSeeds[1]))
+	if err != nil || obj != runtime.Object(into) || into.GetName() != "c" || into.Object["stale"] != nil || gvk.Kind != "ConfigMap" {
+		t.Fatalf("decoded %#v into %#v (%v), %v", obj, into, gvk, err)
+	}
+}
+
+func FuzzDecodesIntoAsClientGo(f *testing.F) {
+	for _, s := range responseSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sameInto(t, data)
+	})
+}
