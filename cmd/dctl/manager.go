@@ -42,7 +42,7 @@ type managerFlags struct {
 	// userAgent, when set, replaces client-go's default User-Agent.
 	userAgent string
 	// releaseStartupAfter is the wait after the caches' sync before the
-	// pages only start-up used are released (0: never).
+	// last release of the pages only start-up used (0: no release at all).
 	releaseStartupAfter time.Duration
 }
 
@@ -145,8 +145,9 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 	fs.IntVar(&f.burst, "kube-api-burst", defaultKubeAPIBurst, "requests the manager may send to the Kubernetes API server in a burst, all its clients together, "+
 		"when --kube-api-qps is 0 or more (0: client-go's default of 10)")
 	fs.DurationVar(&f.releaseStartupAfter, "release-startup-pages-after", defaultReleaseStartupAfter,
-		"before the manager starts and again once the informers have synced and this long has passed, return the heap's free pages to the system and unmap the executable's read-only pages "+
-			"that package initialisation touched (they stay in the page cache and come back on use; Linux): an idle dctl start then holds 22-35 MB instead of 65 MB (0: never)")
+		"after each step of the start (initialised, manager built, informers synced) and once more when this long has passed since the sync, "+
+			"return the heap's free pages to the system and unmap the executable's read-only pages the step touched "+
+			"(they stay in the page cache and come back on use; Linux): an idle dctl start then holds 22-35 MB instead of 65 MB (0: never)")
 	f.limits.register(cmd)
 	f.limits.registerKinds(cmd)
 }

@@ -15,34 +15,48 @@ import (
 // (--release-startup-pages-after).
 const defaultReleaseStartupAfter = 10 * time.Second
 
+// releaseStartupPages returns the heap's free pages and unmaps the
+// executable's pages that start-up touched (procmem.ReleaseStartupPages),
+// unless after (--release-startup-pages-after) is 0 or less; when names
+// the moment in the log. dctl start and dctl run release after each step
+// of their start: once the packages are initialised and the flags read
+// (before the manager is built), right before the manager starts (what
+// building it touched), as soon as the caches have synced (what starting
+// the API server, the informers and the controllers touched, before the
+// first burst of work adds its own pages), and once more when after has
+// passed since (what that first burst touched; see manageMemory). Each
+// takes a few milliseconds; a page used again comes back from the page
+// cache on its first access. Releasing between the steps keeps one
+// step's pages from adding to the next one's: the peak RSS.
+func releaseStartupPages(after time.Duration, when string, log logr.Logger) {
+	if after <= 0 {
+		return
+	}
+	before, now, err := procmem.ReleaseStartupPages()
+	if err != nil {
+		log.Error(err, "releasing the start-up pages", "when", when)
+		return
+	}
+	log.V(1).Info("released the pages only start-up used", "when", when, "rssBytesBefore", before.Total, "rssBytesAfter", now.Total,
+		"rssFileBytesBefore", before.File, "rssFileBytesAfter", now.File, "rssAnonBytesBefore", before.Anon, "rssAnonBytesAfter", now.Anon)
+}
+
 // manageMemory sets the Go memory limit from the cgroup's (see
-// procmem.SetLimitFromCgroup) and, unless after is 0 or less, releases the
-// pages only start-up used (procmem.ReleaseStartupPages) twice: at once,
-// before the manager starts (what package initialisation and set-up
-// touched, so that the first burst of work after start does not add its
-// pages on top of them: the peak RSS), and when the manager's caches have
-// synced and after has passed (what the informers' start touched). It is
-// called right before the manager starts; the second release waits in a
-// goroutine that ends with ctx.
+// procmem.SetLimitFromCgroup) and releases the start-up pages (see
+// releaseStartupPages) at once and, in a goroutine that ends with ctx,
+// when the manager's caches have synced and again after has passed since.
+// It is called right before the manager starts.
 func manageMemory(ctx context.Context, mgr manager.Manager, after time.Duration, log logr.Logger) {
 	procmem.SetLimitFromCgroup(log)
 	if after <= 0 {
 		return
 	}
-	release := func(when string) {
-		before, now, err := procmem.ReleaseStartupPages()
-		if err != nil {
-			log.Error(err, "releasing the start-up pages", "when", when)
-			return
-		}
-		log.V(1).Info("released the pages only start-up used", "when", when, "rssBytesBefore", before.Total, "rssBytesAfter", now.Total,
-			"rssFileBytesBefore", before.File, "rssFileBytesAfter", now.File, "rssAnonBytesBefore", before.Anon, "rssAnonBytesAfter", now.Anon)
-	}
-	release("before start")
+	releaseStartupPages(after, "before start", log)
 	go func() {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return
 		}
+		releaseStartupPages(after, "caches synced", log)
 		t := time.NewTimer(after)
 		defer t.Stop()
 		select {
@@ -50,6 +64,6 @@ func manageMemory(ctx context.Context, mgr manager.Manager, after time.Duration,
 			return
 		case <-t.C:
 		}
-		release("after sync")
+		releaseStartupPages(after, "after sync", log)
 	}()
 }

@@ -71,6 +71,7 @@ not validated.`,
 
 func runRun(ctx context.Context, f *managerFlags, af *apiServerFlags, ops []*opv1a1.Operator) error {
 	log := ctrl.Log.WithName("dctl")
+	releaseStartupPages(f.releaseStartupAfter, "after initialisation", log)
 	mgr, rt, err := f.newManager(log)
 	if err != nil {
 		return err

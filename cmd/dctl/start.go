@@ -87,6 +87,7 @@ Where dctl already had a flag for the same setting, both spellings set it
 
 func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af *apiServerFlags, sf *shardingFlags, rgds bool) error {
 	log := ctrl.Log.WithName("dctl")
+	releaseStartupPages(f.releaseStartupAfter, "after initialisation", log)
 	mgr, rt, err := f.newManager(log)
 	if err != nil {
 		return err
