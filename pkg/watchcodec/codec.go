@@ -23,7 +23,9 @@ package watchcodec
 
 import (
 	"bytes"
+	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,6 +151,33 @@ func (s objectSerializer) Decode(data []byte, defaults *schema.GroupVersionKind,
 	}
 	return obj, gvk, nil
 }
+
+// Encode writes an Unstructured (a request body of the dynamic client)
+// with AppendJSON: the bytes client-go's encoder writes (encoding/json's
+// of the object's map, then a newline), without its reflection and its
+// second pass over the output. Anything else, and an object AppendJSON
+// refuses, is client-go's to encode (and to report).
+func (s objectSerializer) Encode(obj runtime.Object, w io.Writer) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u == nil || u.Object == nil {
+		return s.Serializer.Encode(obj, w)
+	}
+	bp := encodeBuffers.Get().(*[]byte)
+	defer encodeBuffers.Put(bp)
+	b, err := AppendJSON((*bp)[:0], u.Object)
+	if err != nil {
+		return s.Serializer.Encode(obj, w)
+	}
+	b = append(b, '\n')
+	if cap(b) <= 1<<20 {
+		*bp = b
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// encodeBuffers holds Encode's scratch buffers (those up to 1 MiB are kept).
+var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 var decodedOnce, handedOn atomic.Int64
 

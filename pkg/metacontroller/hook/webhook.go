@@ -327,7 +327,13 @@ func (w *webhook) Call(ctx context.Context, cacheKey string, request, response a
 	if err != nil {
 		return fail(ReasonConfig, err)
 	}
-	body, err := json.Marshal(request)
+	var body []byte
+	if a, ok := request.(interface{ AppendJSON([]byte) ([]byte, error) }); ok {
+		// The request types of package hookapi: json.Marshal's bytes, faster.
+		body, err = a.AppendJSON(make([]byte, 0, 4096))
+	} else {
+		body, err = json.Marshal(request)
+	}
 	if err != nil {
 		return fail(ReasonConfig, fmt.Errorf("encoding the request: %w", err))
 	}
