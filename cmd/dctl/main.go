@@ -2,6 +2,9 @@
 package main
 
 import (
+	// Before the packages that touch the most of the binary: see its doc.
+	_ "github.com/dcontroller/dcontroller/internal/smallpages"
+
 	"os"
 	"path/filepath"
 )

@@ -19,6 +19,11 @@
 // meta.k8s.io/v1 scheme such as Status, a missing kind, a syntax error) is
 // handed to client-go's own decoders unchanged, so errors and typed results
 // are exactly client-go's.
+//
+// The same negotiator decodes responses into an Unstructured in one parse
+// and encodes unstructured request bodies without reflection (AppendJSON,
+// encoding/json's bytes); NewClient gives controller-runtime's client the
+// benefit for its writes of unstructured objects (WriteClient).
 package watchcodec
 
 import (
