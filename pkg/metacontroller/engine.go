@@ -679,8 +679,10 @@ func (e *engine) start(ctx context.Context) error {
 const loadIdle = 2 * time.Second
 
 // releaseAfterLoad waits until the controller's initial syncs are done
-// (the queue empty and no sync begun for loadIdle: every parent synced,
-// the follow-ups on its writes too) and hands the objects its watches
+// (the queue empty, no sync begun for loadIdle and none awaiting the
+// events of its writes: every parent synced, the follow-ups on its writes
+// too; a pause of the API server's events in the middle does not count)
+// and hands the objects its watches
 // then hold (parents, children, related objects) to
 // procmem.ReleaseAfterLoad, which returns the free heap pages of a large
 // initial load to the OS: the hook's requests and answers and the writes
@@ -695,7 +697,7 @@ func (e *engine) releaseAfterLoad(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if e.queue.Len() > 0 || e.busy.Load() > 0 || time.Since(time.Unix(0, e.lastSync.Load())) < e.loadIdle {
+		if e.queue.Len() > 0 || e.busy.Load() > 0 || time.Since(time.Unix(0, e.lastSync.Load())) < e.loadIdle || !e.exp.empty() {
 			continue
 		}
 		e.mu.Lock()
@@ -706,7 +708,7 @@ func (e *engine) releaseAfterLoad(ctx context.Context) {
 			n += w.index.len()
 		}
 		if e.afterLoad(n) {
-			e.log.V(1).Info("returned the free heap pages of the initial syncs to the OS", "objects", n)
+			e.log.Info("returned the free heap pages of the initial syncs to the OS", "objects", n)
 		}
 		return
 	}

@@ -194,6 +194,14 @@ func (e *expectations) waitingFor(pk parentKey) []string {
 	return out
 }
 
+// empty reports whether no parent has expectations: no sync runs or
+// awaits the events of its writes.
+func (e *expectations) empty() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.m) == 0
+}
+
 // forget drops pk's expectations.
 func (e *expectations) forget(pk parentKey) {
 	e.mu.Lock()

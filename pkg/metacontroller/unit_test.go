@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
@@ -233,8 +234,9 @@ func TestObjectIndex(t *testing.T) {
 }
 
 // TestReleaseAfterLoad: the free pages of the initial syncs are released
-// once the queue is empty and no sync runs or began for loadIdle, with the
-// objects of the controller's watches, once.
+// once the queue is empty, no sync runs or began for loadIdle and none
+// awaits the events of its writes, with the objects of the controller's
+// watches, once.
 func TestReleaseAfterLoad(t *testing.T) {
 	e := newEngine(deps{log: logr.Discard()}, "compositecontroller/x")
 	e.loadIdle = 20 * time.Millisecond
@@ -271,10 +273,17 @@ func TestReleaseAfterLoad(t *testing.T) {
 	worked := make(chan bool)
 	go func() { worked <- e.work(ctx) }()
 	notYet("while a sync runs")
+	// The sync's writes are awaited.
+	pk := parentKey{gvk: schema.GroupVersionKind{Group: "e2e", Version: "v1", Kind: "P"}, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}}
+	child := u("v1", "ConfigMap", "ns", "c0", "2")
+	e.exp.begin(pk)
+	e.exp.finish(pk, map[objRef]string{refOf(child): "2"}, false)
 	close(synced)
 	if !<-worked {
 		t.Fatal("the worker saw the queue shut down")
 	}
+	notYet("while a sync awaits the events of its writes")
+	e.exp.observe(pk, child, false)
 	<-done
 	if n := <-released; n != 1500 {
 		t.Fatalf("released with %d objects, want 1500", n)
