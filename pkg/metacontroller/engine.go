@@ -269,6 +269,7 @@ func (e *engine) upToDate(pk parentKey, fp string, w writes) (*parentState, bool
 		syncsTotal.WithLabelValues(e.name, "skipped").Inc()
 		return st, true
 	}
+	e.lastCall.Store(time.Now().UnixNano())
 	return st, false
 }
 
@@ -325,10 +326,10 @@ type engine struct {
 	ctx      context.Context                  // of the workers, set by start; cancelled by stop
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	// busy counts the syncs running; lastSync is when the last one
-	// began (UnixNano), for releaseAfterLoad.
+	// busy counts the syncs running; lastCall is when the last sync that
+	// calls a hook got past upToDate (UnixNano), for releaseAfterLoad.
 	busy     atomic.Int32
-	lastSync atomic.Int64
+	lastCall atomic.Int64
 	// afterLoad and loadIdle are releaseAfterLoad's release
 	// (procmem.ReleaseAfterLoad) and wait (loadIdle); replaced in tests.
 	afterLoad func(objects int) bool
@@ -656,7 +657,7 @@ func (e *engine) start(ctx context.Context) error {
 	if workers <= 0 {
 		workers = 1
 	}
-	e.lastSync.Store(time.Now().UnixNano())
+	e.lastCall.Store(time.Now().UnixNano())
 	for i := 0; i < workers; i++ {
 		e.wg.Add(1)
 		go func() {
@@ -675,13 +676,17 @@ func (e *engine) start(ctx context.Context) error {
 }
 
 // loadIdle is how long a controller's queue stays empty, with no sync
-// running or begun, before its initial syncs count as done (engine.loadIdle).
+// running and none calling a hook since, before its initial syncs count as
+// done (engine.loadIdle).
 const loadIdle = 2 * time.Second
 
 // releaseAfterLoad waits until the controller's initial syncs are done
-// (the queue empty, no sync begun for loadIdle and none awaiting the
-// events of its writes: every parent synced, the follow-ups on its writes
-// too; a pause of the API server's events in the middle does not count)
+// (the queue empty, no sync running, none that called a hook for loadIdle
+// and none awaiting the events of its writes: every parent synced, the
+// follow-ups on its writes too; a pause of the API server's events in the
+// middle does not count, nor do the syncs that stop before the hook, such
+// as the checks of awaited events that come expectationTimeout after a
+// sync)
 // and hands the objects its watches
 // then hold (parents, children, related objects) to
 // procmem.ReleaseAfterLoad, which returns the free heap pages of a large
@@ -697,7 +702,7 @@ func (e *engine) releaseAfterLoad(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if e.queue.Len() > 0 || e.busy.Load() > 0 || time.Since(time.Unix(0, e.lastSync.Load())) < e.loadIdle || !e.exp.empty() {
+		if e.queue.Len() > 0 || e.busy.Load() > 0 || time.Since(time.Unix(0, e.lastCall.Load())) < e.loadIdle || !e.exp.empty() {
 			continue
 		}
 		e.mu.Lock()
@@ -739,7 +744,6 @@ func (e *engine) work(ctx context.Context) bool {
 		return false
 	}
 	e.busy.Add(1)
-	e.lastSync.Store(time.Now().UnixNano())
 	defer e.busy.Add(-1)
 	defer e.queue.Done(pk)
 	err := e.sync(ctx, pk)

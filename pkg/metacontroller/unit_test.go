@@ -234,9 +234,9 @@ func TestObjectIndex(t *testing.T) {
 }
 
 // TestReleaseAfterLoad: the free pages of the initial syncs are released
-// once the queue is empty, no sync runs or began for loadIdle and none
-// awaits the events of its writes, with the objects of the controller's
-// watches, once.
+// once the queue is empty, no sync runs or called the hook for loadIdle and
+// none awaits the events of its writes, with the objects of the
+// controller's watches, once.
 func TestReleaseAfterLoad(t *testing.T) {
 	e := newEngine(deps{log: logr.Discard()}, "compositecontroller/x")
 	e.loadIdle = 20 * time.Millisecond
@@ -245,6 +245,10 @@ func TestReleaseAfterLoad(t *testing.T) {
 	synced := make(chan struct{})
 	e.sync = func(ctx context.Context, pk parentKey) error {
 		<-synced
+		// A new observed state: the hook would be called.
+		if _, skip := e.upToDate(pk, "fp", nil); skip {
+			t.Error("the first sync of a parent skipped")
+		}
 		return nil
 	}
 	w := &watch{index: newObjectIndex(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})}
@@ -252,7 +256,7 @@ func TestReleaseAfterLoad(t *testing.T) {
 		w.index.set(u("v1", "ConfigMap", "ns", fmt.Sprintf("c%d", i), "1"))
 	}
 	e.watches = []*watch{w}
-	e.lastSync.Store(time.Now().UnixNano())
+	e.lastCall.Store(time.Now().UnixNano())
 	e.queue.Add(parentKey{gvk: schema.GroupVersionKind{Group: "e2e", Version: "v1", Kind: "P"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
