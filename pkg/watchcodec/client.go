@@ -74,8 +74,13 @@ func (c *writeClient) resource(obj client.Object) (dynamic.ResourceInterface, *u
 	if err != nil {
 		return nil, nil, false
 	}
+	if namespaced && u.GetNamespace() == "" {
+		// c refuses it before sending (client-go's "an empty namespace
+		// may not be set ..." errors).
+		return nil, nil, false
+	}
 	r := c.dyn.Resource(m.Resource)
-	if namespaced && u.GetNamespace() != "" {
+	if namespaced {
 		return r.Namespace(u.GetNamespace()), u, true
 	}
 	return r, u, true

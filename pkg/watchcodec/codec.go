@@ -142,9 +142,11 @@ func (s objectSerializer) Decode(data []byte, defaults *schema.GroupVersionKind,
 	if (into != nil && !unstr) || (unstr && (u == nil || defaults != nil)) {
 		return s.Serializer.Decode(data, defaults, into)
 	}
-	obj, gvk, ok := decodeObject(data, s.opts)
+	obj, gvk, ok, metaKind := decodeObject(data, s.opts)
 	if !ok {
-		handedOn.Add(1)
+		if !metaKind {
+			handedOn.Add(1)
+		}
 		return s.Serializer.Decode(data, defaults, into)
 	}
 	decodedOnce.Add(1)
@@ -188,34 +190,35 @@ var decodedOnce, handedOn atomic.Int64
 
 // Counts returns how many objects this process's negotiators decoded in
 // one parse and how many they handed to client-go's decoder (lists,
-// meta.k8s.io kinds such as the Status of an ERROR event, malformed input).
+// malformed input; not the meta.k8s.io kinds, such as the Status of an
+// ERROR event or of a refused write, which are client-go's by design).
 func Counts() (once, clientGo int64) { return decodedOnce.Load(), handedOn.Load() }
 
 // decodeObject decodes data into an Unstructured, or reports false when
 // client-go's decoder must decide (syntax error, missing apiVersion or
-// kind, a list, a meta.k8s.io/v1 kind).
-func decodeObject(data []byte, opts Options) (*unstructured.Unstructured, *schema.GroupVersionKind, bool) {
+// kind, a list, a meta.k8s.io/v1 kind: then metaKind).
+func decodeObject(data []byte, opts Options) (obj *unstructured.Unstructured, gvk *schema.GroupVersionKind, ok, metaKind bool) {
 	v, ok := decodeJSONWith(data, opts.DropManagedFields)
 	if !ok {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	apiVersion, _ := m["apiVersion"].(string)
 	kind, _ := m["kind"].(string)
 	if apiVersion == "" || kind == "" {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	if _, list := m["items"]; list {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil || gv.Version == "" {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
-	gvk := gv.WithKind(kind)
+	k := gv.WithKind(kind)
 	// The meta.k8s.io kinds in the core and meta groups (the v1 Status of
 	// an ERROR event) are client-go's to decode, into typed objects. client-go also makes
 	// typed objects of these kinds' names in any other group (its scheme
@@ -224,11 +227,11 @@ func decodeObject(data []byte, opts Options) (*unstructured.Unstructured, *schem
 	// Status rejects every event and never syncs; here such a resource is
 	// what it is, an unstructured object of its group.
 	if gv.Group == "" || gv.Group == metav1.GroupName {
-		if _, err := metaScheme.New(gvk); err == nil {
-			return nil, nil, false
+		if _, err := metaScheme.New(k); err == nil {
+			return nil, nil, false, true
 		}
 	}
-	return &unstructured.Unstructured{Object: m}, &gvk, true
+	return &unstructured.Unstructured{Object: m}, &k, true, false
 }
 
 // envelopeSerializer splits a watch event {"type":"T","object":O} into

@@ -23,7 +23,8 @@ import (
 // return the same errors: creates of a namespaced and a cluster-scoped
 // kind, updates, merge and JSON patches, the status subresource's update
 // and patch, a dry run, a conflict, an existing name, a missing object, an
-// invalid object and an unknown kind.
+// invalid object, an unknown kind and objects of namespaced kinds without
+// a namespace (refused by client-go before sending).
 func TestWriteClientAsControllerRuntime(t *testing.T) {
 	installCRD(t, "WriteProbe", "writeprobes", "Namespaced")
 	plain, err := client.New(restConfig, client.Options{})
@@ -95,6 +96,14 @@ func TestWriteClientAsControllerRuntime(t *testing.T) {
 		record(p, c.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(`{"status":{"count":3}}`))))
 		gone := u(map[string]any{"apiVersion": "e2e.dcontroller.io/v1", "kind": "WriteProbe", "metadata": map[string]any{"name": "gone", "namespace": ns}})
 		record(gone, c.Status().Update(ctx, gone))
+		// A namespaced kind without a namespace.
+		nons := u(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "nons"}})
+		record(nons, c.Create(ctx, nons))
+		record(nons, c.Update(ctx, nons))
+		record(nons, c.Patch(ctx, nons, client.RawPatch(types.MergePatchType, []byte(`{"data":{"a":"b"}}`))))
+		nonsCR := u(map[string]any{"apiVersion": "e2e.dcontroller.io/v1", "kind": "WriteProbe", "metadata": map[string]any{"name": "nons"}})
+		record(nonsCR, c.Create(ctx, nonsCR))
+		record(nonsCR, c.Status().Update(ctx, nonsCR))
 		return steps
 	}
 	want := run(plain, "plain")
@@ -109,6 +118,7 @@ func TestWriteClientAsControllerRuntime(t *testing.T) {
 		t.Fatalf("%d steps, controller-runtime's client %d", len(got), len(want))
 	}
 	for i := range want {
+		t.Logf("step %d: %s", i, want[i].err)
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("step %d:\n got  %+v\n want %+v (controller-runtime's client)", i, got[i], want[i])
 		}
@@ -116,6 +126,11 @@ func TestWriteClientAsControllerRuntime(t *testing.T) {
 	// The steps did what they say (not only the same on both).
 	if want[0].err != "" || !strings.HasPrefix(want[1].err, "AlreadyExists") || !strings.HasPrefix(want[3].err, "Conflict") || want[3].err == "" || want[7].err == "" || want[8].err == "" || want[9].err == "" || want[14].err == "" {
 		t.Errorf("unexpected outcomes: %+v", want)
+	}
+	for i := 15; i <= 19; i++ {
+		if !strings.Contains(want[i].err, "namespace") && !strings.Contains(want[i].err, "NotFound") {
+			t.Errorf("step %d, a write without a namespace: %q", i, want[i].err)
+		}
 	}
 	if data, _, _ := unstructured.NestedStringMap(want[5].obj, "data"); !reflect.DeepEqual(data, map[string]string{"k": "w"}) {
 		t.Errorf("after the patches the ConfigMap's data is %v", data)
