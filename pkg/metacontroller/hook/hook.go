@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsjson "sigs.k8s.io/json"
 
 	mcv1a1 "github.com/dcontroller/dcontroller/api/metacontroller/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/expression"
@@ -145,12 +146,14 @@ func (p *pipeline) Call(_ context.Context, _ string, request, response any) (err
 	fail := func(reason string, err error) error {
 		return &Error{Hook: p.opts.Path, Reason: reason, Err: err}
 	}
-	b, err := json.Marshal(request)
+	b, err := encodeRequest(request)
 	if err != nil {
 		return fail(ReasonEvaluation, err)
 	}
+	// The subject holds the request as a webhook reads it, integers as
+	// int64 (as an Operator's pipeline sees its sources): 2^53+1 stays.
 	var subject any
-	if err := json.Unmarshal(b, &subject); err != nil {
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, &subject); err != nil {
 		return fail(ReasonEvaluation, err)
 	}
 	out, err := expression.Eval(p.expr, subject)

@@ -276,6 +276,15 @@ func TestPipelineHook(t *testing.T) {
 		resp.Children[0]["data"].(map[string]any)["replicas"] != "2" {
 		t.Errorf("response %+v", resp)
 	}
+	// Integers past 2^53 stay exact, as in an Operator's pipeline.
+	big := request()
+	big.Parent.Object["spec"] = map[string]any{"replicas": int64(9007199254740993), "max": int64(9223372036854775807)}
+	if err := c.Call(context.Background(), "", big, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status["replicas"] != int64(9007199254740993) || resp.Children[0]["data"].(map[string]any)["replicas"] != "9007199254740993" {
+		t.Errorf("integer 2^53+1: status %v, child data %v", resp.Status, resp.Children[0]["data"])
+	}
 	bad, _ := New(&mcv1a1.Hook{Pipeline: &apiextensionsv1.JSON{Raw: []byte(`"$.parent.spec.replicas"`)}}, Options{Path: "spec.hooks.sync"})
 	if err := bad.Call(context.Background(), "", request(), &resp); ReasonOf(err) != ReasonInvalidResponse {
 		t.Errorf("non-object result: %v", err)

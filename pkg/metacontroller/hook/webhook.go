@@ -327,13 +327,7 @@ func (w *webhook) Call(ctx context.Context, cacheKey string, request, response a
 	if err != nil {
 		return fail(ReasonConfig, err)
 	}
-	var body []byte
-	if a, ok := request.(interface{ AppendJSON([]byte) ([]byte, error) }); ok {
-		// The request types of package hookapi: json.Marshal's bytes, faster.
-		body, err = a.AppendJSON(make([]byte, 0, 4096))
-	} else {
-		body, err = json.Marshal(request)
-	}
+	body, err := encodeRequest(request)
 	if err != nil {
 		return fail(ReasonConfig, fmt.Errorf("encoding the request: %w", err))
 	}
@@ -488,4 +482,14 @@ func (w *webhook) store(key string, e etagEntry) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.cache[key] = e
+}
+
+// encodeRequest returns request's JSON: json.Marshal's bytes, written
+// without reflection for the request types of package hookapi
+// (AppendJSON).
+func encodeRequest(request any) ([]byte, error) {
+	if a, ok := request.(interface{ AppendJSON([]byte) ([]byte, error) }); ok {
+		return a.AppendJSON(make([]byte, 0, 4096))
+	}
+	return json.Marshal(request)
 }
