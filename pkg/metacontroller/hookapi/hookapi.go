@@ -215,7 +215,12 @@ func describeDecodeError(data []byte, out any, err error) error {
 		if field == "" {
 			field = "the response"
 		}
-		return fmt.Errorf("%s: want %s, got %s", field, jsonType(typeErr.Type), typeErr.Value)
+		want := jsonType(typeErr.Type)
+		if want == "a number" && strings.HasPrefix(typeErr.Value, "number") {
+			// A number the field's type cannot hold (1e400, 1.5 for an integer).
+			return fmt.Errorf("%s: %s is out of range of %s", field, typeErr.Value, typeErr.Type)
+		}
+		return fmt.Errorf("%s: want %s, got %s", field, want, typeErr.Value)
 	}
 	var syntaxErr *json.SyntaxError
 	if errors.As(stdErr, &syntaxErr) {

@@ -204,6 +204,7 @@ func TestCompositeResponseDecode(t *testing.T) {
 		{`{"children":{}}`, false, "children: want an array, got object"},
 		{`{"status":"x"}`, false, "status: want an object, got string"},
 		{`{"resyncAfterSeconds":"5"}`, false, "resyncAfterSeconds: want a number, got string"},
+		{`{"resyncAfterSeconds":1e400}`, false, "resyncAfterSeconds: number 1e400 is out of range of float64"},
 		// A handler that forgot to return: never "no children".
 		{`null`, false, `the response must be a JSON object, got "null"`},
 		{" \n null ", true, `got "null"`},
