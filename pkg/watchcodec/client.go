@@ -3,6 +3,7 @@ package watchcodec
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -70,10 +71,7 @@ func (c *writeClient) resource(obj client.Object) (dynamic.ResourceInterface, *u
 	if err != nil {
 		return nil, nil, false
 	}
-	namespaced, err := c.IsObjectNamespaced(obj)
-	if err != nil {
-		return nil, nil, false
-	}
+	namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace
 	if namespaced && u.GetNamespace() == "" {
 		// c refuses it before sending (client-go's "an empty namespace
 		// may not be set ..." errors).

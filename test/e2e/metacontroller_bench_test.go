@@ -90,11 +90,14 @@ func (h *benchHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // quiet waits until the hook got no call for d.
-func (h *benchHook) quiet(d time.Duration) {
-	last, since := h.calls.Load(), time.Now()
+func (h *benchHook) quiet(d time.Duration) { waitQuiet(&h.calls, d) }
+
+// waitQuiet waits until a hook's call counter has not moved for d.
+func waitQuiet(calls *atomic.Int64, d time.Duration) {
+	last, since := calls.Load(), time.Now()
 	for time.Since(since) < d {
 		time.Sleep(100 * time.Millisecond)
-		if n := h.calls.Load(); n != last {
+		if n := calls.Load(); n != last {
 			last, since = n, time.Now()
 		}
 	}

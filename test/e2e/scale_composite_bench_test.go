@@ -136,15 +136,7 @@ func (h *compositeHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // quiet waits until the hook got no call for d.
-func (h *compositeHook) quiet(d time.Duration) {
-	last, since := h.calls.Load(), time.Now()
-	for time.Since(since) < d {
-		time.Sleep(100 * time.Millisecond)
-		if n := h.calls.Load(); n != last {
-			last, since = n, time.Now()
-		}
-	}
-}
+func (h *compositeHook) quiet(d time.Duration) { waitQuiet(&h.calls, d) }
 
 // compositeResult is one composite scale measurement at N parents.
 type compositeResult struct {
