@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
@@ -69,7 +70,7 @@ func (c *Cache) Holders(gvk schema.GroupVersionKind) int {
 func Acquire(ctx context.Context, c cache.Informers, gvk schema.GroupVersionKind) (inf cache.Informer, release func(), err error) {
 	rc, ok := c.(*Cache)
 	if !ok {
-		inf, err = c.GetInformer(ctx, probe(gvk))
+		inf, err = getSynced(ctx, c, gvk)
 		return inf, func() {}, err
 	}
 	rc.mu.Lock()
@@ -77,8 +78,53 @@ func Acquire(ctx context.Context, c cache.Informers, gvk schema.GroupVersionKind
 	rc.mu.Unlock()
 	var once sync.Once
 	release = func() { once.Do(func() { rc.release(gvk) }) }
-	inf, err = rc.Cache.GetInformer(ctx, probe(gvk))
+	inf, err = getSynced(ctx, rc.Cache, gvk)
 	return inf, release, err
+}
+
+// syncChecker is what client-go's shared informers offer beside
+// HasSynced: a channel closed once the store holds the first full list.
+type syncChecker interface {
+	HasSyncedChecker() toolscache.DoneChecker
+}
+
+// getSynced returns c's informer of gvk as GetInformer does, but learns of
+// the sync from the informer's channel (HasSyncedChecker) as soon as it
+// happens: GetInformer polls HasSynced every 100 ms (client-go's
+// WaitForCacheSync), which held every controller's start (and so its
+// first writes) up to 100 ms after its kind's list had arrived. The
+// blocking GetInformer still runs beside the wait, so that whatever it
+// decides without a sync (an error, a cache not started yet: no wait)
+// stays as it was; the first of the two to finish answers.
+func getSynced(ctx context.Context, c cache.Informers, gvk schema.GroupVersionKind) (cache.Informer, error) {
+	inf, err := c.GetInformer(ctx, probe(gvk), cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, err
+	}
+	sc, ok := inf.(syncChecker)
+	if !ok {
+		return c.GetInformer(ctx, probe(gvk))
+	}
+	if toolscache.IsDone(sc.HasSyncedChecker()) {
+		return inf, nil
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		inf cache.Informer
+		err error
+	}
+	blocking := make(chan result, 1)
+	go func() {
+		i, err := c.GetInformer(bctx, probe(gvk))
+		blocking <- result{i, err}
+	}()
+	select {
+	case <-sc.HasSyncedChecker().Done():
+		return inf, nil
+	case r := <-blocking:
+		return r.inf, r.err
+	}
 }
 
 // release drops one holder of gvk's informer and stops the informer when

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -203,5 +204,85 @@ func TestPlainCacheIsUsedAsIs(t *testing.T) {
 	release()
 	if !f.isRunning(pods) || f.removes != 0 {
 		t.Fatalf("a cache that is not a *Cache: running %v, removes %d; want running, 0", f.isRunning(pods), f.removes)
+	}
+}
+
+// syncingCache hands out one informer whose sync is a channel the test
+// closes; its blocking GetInformer (without BlockUntilSynced(false))
+// returns at once when started is false (controller-runtime's answer for a
+// cache not started yet) and otherwise waits until its context ends, as
+// if the list never arrived within its polls.
+type syncingCache struct {
+	cache.Cache
+	inf      *syncingInformer
+	started  bool
+	waiting  chan struct{} // closed when a blocking GetInformer waits
+	canceled chan struct{} // closed when a blocking GetInformer gave up
+}
+
+type syncingInformer struct {
+	cache.Informer
+	synced chan struct{}
+}
+
+func (i *syncingInformer) HasSyncedChecker() toolscache.DoneChecker { return i }
+func (i *syncingInformer) Name() string                            { return "test" }
+func (i *syncingInformer) Done() <-chan struct{}                   { return i.synced }
+
+func (c *syncingCache) GetInformer(ctx context.Context, _ client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	var o cache.InformerGetOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if (o.BlockUntilSynced != nil && !*o.BlockUntilSynced) || !c.started {
+		return c.inf, nil
+	}
+	close(c.waiting)
+	<-ctx.Done()
+	close(c.canceled)
+	return nil, errors.New("timed out waiting for the informer to sync")
+}
+
+// Acquire returns as soon as the informer's sync channel closes, without
+// waiting for GetInformer's next poll, and stops its blocking GetInformer.
+func TestAcquireReturnsOnTheSyncChannel(t *testing.T) {
+	sc := &syncingCache{inf: &syncingInformer{synced: make(chan struct{})}, started: true, waiting: make(chan struct{}), canceled: make(chan struct{})}
+	type result struct {
+		inf cache.Informer
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		inf, _, err := Acquire(context.Background(), sc, pods)
+		got <- result{inf, err}
+	}()
+	<-sc.waiting // the informer has not synced when Acquire looks
+	close(sc.inf.synced)
+	r := <-got
+	if r.err != nil || r.inf != cache.Informer(sc.inf) {
+		t.Fatalf("Acquire = %v, %v; want the informer, no error", r.inf, r.err)
+	}
+	// The blocking GetInformer run beside the wait ends with it.
+	<-sc.canceled
+}
+
+// On a cache not started yet, Acquire answers as GetInformer does: at
+// once, although the informer has not synced.
+func TestAcquireOnACacheNotStarted(t *testing.T) {
+	sc := &syncingCache{inf: &syncingInformer{synced: make(chan struct{})}, canceled: make(chan struct{})}
+	inf, release, err := Acquire(context.Background(), sc, pods)
+	defer release()
+	if err != nil || inf != cache.Informer(sc.inf) {
+		t.Fatalf("Acquire = %v, %v; want the informer, no error", inf, err)
+	}
+}
+
+// A wait that ends with its context gets GetInformer's error.
+func TestAcquireSyncWaitBoundedByContext(t *testing.T) {
+	sc := &syncingCache{inf: &syncingInformer{synced: make(chan struct{})}, started: true, waiting: make(chan struct{}), canceled: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := Acquire(ctx, sc, pods); err == nil || err.Error() != "timed out waiting for the informer to sync" {
+		t.Fatalf("Acquire with an ended context: %v; want GetInformer's error", err)
 	}
 }
