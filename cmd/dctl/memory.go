@@ -25,9 +25,10 @@ const defaultReleaseStartupAfter = 10 * time.Second
 // the API server, the informers and the controllers touched, before the
 // first burst of work adds its own pages), and once more when after has
 // passed since (what that first burst touched; see manageMemory). Each
-// takes a few milliseconds; a page used again comes back from the page
-// cache on its first access. Releasing between the steps keeps one
-// step's pages from adding to the next one's: the peak RSS.
+// takes a few milliseconds; the executable's pages also leave the page
+// cache, and a page used again is read from the file on its first access.
+// Releasing between the steps keeps one step's pages from adding to the
+// next one's: the peak RSS.
 func releaseStartupPages(after time.Duration, when string, log logr.Logger) {
 	if after <= 0 {
 		return

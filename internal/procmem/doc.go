@@ -11,8 +11,9 @@
 //     that only start-up needed: it returns the heap's free pages to the
 //     operating system and unmaps the read-only pages of the executable
 //     (code, read-only data, the function tables) that package
-//     initialisation touched. They stay in the kernel's page cache; a page
-//     used again is mapped again on its first access (a minor fault).
+//     initialisation touched, and drops the executable's unmapped pages
+//     from the kernel's page cache; a page used again is read again from
+//     the file, alone (MADV_RANDOM: no read-ahead), on its first access.
 //   - [ReleaseAfterLoad] returns the heap's free pages to the operating
 //     system once a controller's start has processed a large initial state
 //     (an Operator's source objects, a hook controller's parents and

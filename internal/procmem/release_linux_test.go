@@ -6,7 +6,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestReadOnlyMappings(t *testing.T) {
@@ -39,6 +43,13 @@ func TestReadOnlyMappings(t *testing.T) {
 // file-backed resident set must shrink, and the code must go on running
 // (the pages come back on use).
 func TestReleaseStartupPages(t *testing.T) {
+	// A test binary just built has pages not yet written back, which
+	// stay in the page cache until they are.
+	if f, err := os.Open("/proc/self/exe"); err == nil {
+		_ = f.Sync()
+		f.Close()
+	}
+	cachedBefore, _ := cachedPages(t, "/proc/self/exe")
 	before, after, err := ReleaseStartupPages()
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +57,14 @@ func TestReleaseStartupPages(t *testing.T) {
 	t.Logf("before: %+v, after: %+v", before, after)
 	if before.File <= 0 || after.File >= before.File/2 {
 		t.Fatalf("RssFile %d -> %d bytes: want less than half left", before.File, after.File)
+	}
+	// The executable left the page cache but for the pages mapped (in
+	// use, or data not yet written to) and the folios that hold them (the
+	// page cache may keep a file in folios of several pages).
+	if cached, total := cachedPages(t, "/proc/self/exe"); cached*4 > cachedBefore*3 {
+		t.Errorf("%d of the executable's %d pages are in the page cache after the release, %d before: want less than three quarters left", cached, total, cachedBefore)
+	} else {
+		t.Logf("pages of the executable in the page cache: %d before the release, %d after, of %d", cachedBefore, cached, total)
 	}
 	// Code, read-only data and the function tables are used again.
 	if _, err := os.ReadFile("/proc/self/status"); err != nil {
@@ -84,4 +103,34 @@ func TestReleaseStartupPagesPIE(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestReleaseStartupPages") {
 		t.Fatalf("the release in a position-independent build: %v\n%s", err, out)
 	}
+}
+
+// cachedPages maps the file at path and counts its pages in the page cache
+// (mincore(2)) and in all.
+func cachedPages(t *testing.T, path string) (cached, total int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(data)
+	vec := make([]byte, (len(data)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&data[0])), uintptr(len(data)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatalf("mincore: %v", e)
+	}
+	for _, v := range vec {
+		if v&1 != 0 {
+			cached++
+		}
+	}
+	return cached, len(vec)
 }
