@@ -226,8 +226,8 @@ type syncingInformer struct {
 }
 
 func (i *syncingInformer) HasSyncedChecker() toolscache.DoneChecker { return i }
-func (i *syncingInformer) Name() string                            { return "test" }
-func (i *syncingInformer) Done() <-chan struct{}                   { return i.synced }
+func (i *syncingInformer) Name() string                             { return "test" }
+func (i *syncingInformer) Done() <-chan struct{}                    { return i.synced }
 
 func (c *syncingCache) GetInformer(ctx context.Context, _ client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
 	var o cache.InformerGetOptions
