@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"sort"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -209,7 +209,7 @@ func mergeValue(target any, patch any) any {
 }
 
 // LeafPaths returns the paths of the leaves a merge patch sets (a leaf is any
-// value that is not a map), sorted. Each path is a list of keys. An empty map
+// value that is not a map), sorted key by key. Each path is a list of keys. An empty map
 // is no leaf: merged into an existing map it changes nothing (RFC 7386), so
 // the patch does not own that map and a removal must not null it (the
 // target's own keys would go with it).
@@ -227,7 +227,7 @@ func LeafPaths(patch map[string]any) [][]string {
 		}
 	}
 	walk(nil, patch)
-	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i]) < fmt.Sprint(out[j]) })
+	slices.SortFunc(out, slices.Compare[[]string])
 	return out
 }
 
