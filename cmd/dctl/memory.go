@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -34,12 +35,22 @@ func releaseStartupPages(after time.Duration, when string, log logr.Logger) {
 		return
 	}
 	before, now, err := procmem.ReleaseStartupPages()
-	if err != nil {
+	msg := "released the pages only start-up used"
+	var kvs []any
+	switch {
+	case errors.Is(err, procmem.ErrTracerAttached):
+		msg = "returned the heap's free pages; the executable's stay mapped"
+		kvs = append(kvs, "reason", err.Error())
+	case errors.Is(err, procmem.ErrExecutableUnreadable):
+		msg = "released the pages only start-up used; the executable's stay in the page cache"
+		kvs = append(kvs, "reason", err.Error())
+	case err != nil:
 		log.Error(err, "releasing the start-up pages", "when", when)
 		return
 	}
-	log.V(1).Info("released the pages only start-up used", "when", when, "rssBytesBefore", before.Total, "rssBytesAfter", now.Total,
-		"rssFileBytesBefore", before.File, "rssFileBytesAfter", now.File, "rssAnonBytesBefore", before.Anon, "rssAnonBytesAfter", now.Anon)
+	log.V(1).Info(msg, append([]any{"when", when, "rssBytesBefore", before.Total, "rssBytesAfter", now.Total,
+		"rssFileBytesBefore", before.File, "rssFileBytesAfter", now.File, "rssAnonBytesBefore", before.Anon, "rssAnonBytesAfter", now.Anon,
+		"rssShmemBytesBefore", before.Shmem, "rssShmemBytesAfter", now.Shmem}, kvs...)...)
 }
 
 // manageMemory sets the Go memory limit from the cgroup's (see

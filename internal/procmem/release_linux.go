@@ -2,7 +2,9 @@ package procmem
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -39,14 +41,23 @@ import (
 // price is a read from the file on the first use of each page after a
 // release.
 //
-// While a tracer (a debugger) is attached (TracerPid of /proc/self/status),
-// the executable's mappings are left alone: its breakpoints are private
-// copies of code pages, which MADV_DONTNEED would drop. Breakpoints that
-// do not show as a tracer (uprobes) may be lost.
+// While a tracer (a debugger, strace) is attached (TracerPid of
+// /proc/self/status), the executable's mappings are left alone, and the
+// error is ErrTracerAttached: a debugger's breakpoints are private copies
+// of code pages, which MADV_DONTNEED would drop. Breakpoints that do not
+// show as a tracer (uprobes) may be lost. When the executable cannot be
+// opened for reading (an execute-only file, mode 0111), its mappings are
+// released but its pages stay in the page cache, and the error is
+// ErrExecutableUnreadable. A later reader of the file (a dctl command,
+// another process running it) also brings its pages back to the page
+// cache, from where a fault maps them 64 KiB at a time again until the
+// next release. An executable on a tmpfs (/dev/shm) is memory itself:
+// its pages count as RssShmem and cannot leave.
 //
-// It returns the resident set (VmRSS, RssFile and RssAnon of
-// /proc/self/status, bytes) before and after, and an error naming the
-// mapping madvise refused or the file that could not be read.
+// It returns the resident set (VmRSS, RssAnon, RssFile and RssShmem of
+// /proc/self/status, bytes) before and after, and an error: one of the
+// two above (the rest was done), or one naming the mapping madvise refused
+// or the file that could not be read.
 func ReleaseStartupPages() (before, after Resident, err error) {
 	before, err = ReadResident()
 	if err != nil {
@@ -59,6 +70,9 @@ func ReleaseStartupPages() (before, after Resident, err error) {
 		after, rerr := ReadResident()
 		if err == nil {
 			err = rerr
+		}
+		if err == nil {
+			err = ErrTracerAttached
 		}
 		return before, after, err
 	}
@@ -80,6 +94,9 @@ func ReleaseStartupPages() (before, after Resident, err error) {
 	}
 	if err := dropFromPageCache("/proc/self/exe"); err != nil {
 		after, _ = ReadResident()
+		if errors.Is(err, fs.ErrPermission) {
+			err = ErrExecutableUnreadable
+		}
 		return before, after, err
 	}
 	after, err = ReadResident()
@@ -101,6 +118,18 @@ func dropFromPageCache(path string) error {
 	}
 	return nil
 }
+
+// The errors of ReleaseStartupPages that say what it left undone, the rest
+// being done.
+var (
+	// ErrTracerAttached: a tracer is attached, the executable's pages
+	// stay mapped (the heap's free pages were returned).
+	ErrTracerAttached = errors.New("a tracer is attached (TracerPid of /proc/self/status): the executable's pages stay mapped, for its breakpoints")
+	// ErrExecutableUnreadable: the executable cannot be opened for reading
+	// (an execute-only file), its pages stay in the page cache (they were
+	// unmapped).
+	ErrExecutableUnreadable = errors.New("the executable is not readable (an execute-only file): its pages stay in the page cache")
+)
 
 // mapping is an address range of /proc/self/maps.
 type mapping struct{ start, end uintptr }
@@ -177,6 +206,8 @@ func ReadResident() (Resident, error) {
 			dst = &r.Anon
 		case "RssFile":
 			dst = &r.File
+		case "RssShmem":
+			dst = &r.Shmem
 		default:
 			continue
 		}

@@ -1,10 +1,13 @@
 package procmem
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,4 +136,117 @@ func cachedPages(t *testing.T, path string) (cached, total int) {
 		}
 	}
 	return cached, len(vec)
+}
+
+// releaseChildEnv, set in a copy of this test binary's environment, makes
+// its TestMain run one ReleaseStartupPages and print the error instead of
+// the tests.
+const releaseChildEnv = "DCTL_PROCMEM_RELEASE_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(releaseChildEnv) != "" {
+		_, after, err := ReleaseStartupPages()
+		fmt.Printf("release: err=%v rssFile=%d\n", err, after.File)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestReleaseStartupPagesUnreadableExecutable runs the release in a copy of
+// this test binary that its user may execute but not read (mode 0111; as
+// root the copy runs as nobody, whom the mode binds): the pages are
+// unmapped and the error says that only the page cache keeps them.
+func TestReleaseStartupPagesUnreadableExecutable(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not t.TempDir: its parent is not searchable by others.
+	dir, err := os.MkdirTemp("", "procmem-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "procmem.test")
+	if err := os.WriteFile(bin, data, 0o111); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(bin, 0o111); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), releaseChildEnv+"=1")
+	if os.Geteuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("running the execute-only copy: %v\n%s", err, out)
+	}
+	if want := "release: err=" + ErrExecutableUnreadable.Error(); !strings.Contains(string(out), want) {
+		t.Fatalf("the release in an execute-only binary printed %q, want %q", out, want)
+	}
+}
+
+// TestReleaseStartupPagesTraced runs the release in a copy of this test
+// binary under ptrace (as a debugger or strace would trace it): the
+// executable's pages stay mapped and the error says so.
+func TestReleaseStartupPagesTraced(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ptrace requests must come from the thread that attached.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// The child writes to a pipe (a file: no copying goroutine to wait
+	// for, as its process is reaped here, not by cmd.Wait).
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), releaseChildEnv+"=1")
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	// The child stops at its exec, then at every signal it gets; each
+	// stop is continued with the signal that caused it.
+	sig := 0
+	for {
+		if err := syscall.PtraceCont(pid, sig); err != nil {
+			t.Fatalf("PTRACE_CONT: %v", err)
+		}
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+			t.Fatalf("wait4: %v", err)
+		}
+		if ws.Exited() || ws.Signaled() {
+			break
+		}
+		sig = 0
+		if ws.Stopped() && ws.StopSignal() != syscall.SIGTRAP {
+			sig = int(ws.StopSignal())
+		}
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "release: err=" + ErrTracerAttached.Error(); !strings.Contains(string(out), want) {
+		t.Fatalf("the release under a tracer printed %q, want %q", out, want)
+	}
 }
