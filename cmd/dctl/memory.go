@@ -41,7 +41,7 @@ func releaseStartupPages(after time.Duration, when string, log logr.Logger) {
 	case errors.Is(err, procmem.ErrTracerAttached):
 		msg = "returned the heap's free pages; the executable's stay mapped"
 		kvs = append(kvs, "reason", err.Error())
-	case errors.Is(err, procmem.ErrExecutableUnreadable):
+	case errors.Is(err, procmem.ErrPageCacheKept):
 		msg = "released the pages only start-up used; the executable's stay in the page cache"
 		kvs = append(kvs, "reason", err.Error())
 	case err != nil:

@@ -45,10 +45,11 @@ import (
 // /proc/self/status), the executable's mappings are left alone, and the
 // error is ErrTracerAttached: a debugger's breakpoints are private copies
 // of code pages, which MADV_DONTNEED would drop. Breakpoints that do not
-// show as a tracer (uprobes) may be lost. When the executable cannot be
-// opened for reading (an execute-only file, mode 0111), its mappings are
-// released but its pages stay in the page cache, and the error is
-// ErrExecutableUnreadable. A later reader of the file (a dctl command,
+// show as a tracer (uprobes) may be lost. When the executable's pages
+// cannot be dropped from the page cache (it cannot be opened for reading,
+// as an execute-only file of mode 0111, or its file system refuses the
+// advice), its mappings are released all the same and the error wraps
+// ErrPageCacheKept with the cause. A later reader of the file (a dctl command,
 // another process running it) also brings its pages back to the page
 // cache, from where a fault maps them 64 KiB at a time again until the
 // next release. An executable on a tmpfs (/dev/shm) is memory itself:
@@ -95,9 +96,9 @@ func ReleaseStartupPages() (before, after Resident, err error) {
 	if err := dropFromPageCache("/proc/self/exe"); err != nil {
 		after, _ = ReadResident()
 		if errors.Is(err, fs.ErrPermission) {
-			err = ErrExecutableUnreadable
+			err = errors.New("the executable is not readable (an execute-only file)")
 		}
-		return before, after, err
+		return before, after, fmt.Errorf("%w: %w", ErrPageCacheKept, err)
 	}
 	after, err = ReadResident()
 	return before, after, err
@@ -125,10 +126,9 @@ var (
 	// ErrTracerAttached: a tracer is attached, the executable's pages
 	// stay mapped (the heap's free pages were returned).
 	ErrTracerAttached = errors.New("a tracer is attached (TracerPid of /proc/self/status): the executable's pages stay mapped, for its breakpoints")
-	// ErrExecutableUnreadable: the executable cannot be opened for reading
-	// (an execute-only file), its pages stay in the page cache (they were
-	// unmapped).
-	ErrExecutableUnreadable = errors.New("the executable is not readable (an execute-only file): its pages stay in the page cache")
+	// ErrPageCacheKept: the executable's pages were unmapped but stay in
+	// the page cache; the error wrapping it gives the cause.
+	ErrPageCacheKept = errors.New("the executable's pages stay in the page cache")
 )
 
 // mapping is an address range of /proc/self/maps.
