@@ -120,17 +120,6 @@ func dropFromPageCache(path string) error {
 	return nil
 }
 
-// The errors of ReleaseStartupPages that say what it left undone, the rest
-// being done.
-var (
-	// ErrTracerAttached: a tracer is attached, the executable's pages
-	// stay mapped (the heap's free pages were returned).
-	ErrTracerAttached = errors.New("a tracer is attached (TracerPid of /proc/self/status): the executable's pages stay mapped, for its breakpoints")
-	// ErrPageCacheKept: the executable's pages were unmapped but stay in
-	// the page cache; the error wrapping it gives the cause.
-	ErrPageCacheKept = errors.New("the executable's pages stay in the page cache")
-)
-
 // mapping is an address range of /proc/self/maps.
 type mapping struct{ start, end uintptr }
 

@@ -1,5 +1,7 @@
 package procmem
 
+import "errors"
+
 // Resident is a process's resident set in bytes, as /proc/self/status
 // reports it: Total (VmRSS) is Anon (RssAnon: heap, stacks, the runtime's
 // own memory) plus File (RssFile: mapped file pages, mostly the executable)
@@ -8,3 +10,14 @@ package procmem
 type Resident struct {
 	Total, Anon, File, Shmem int64
 }
+
+// The errors of ReleaseStartupPages that say what it left undone, the rest
+// being done.
+var (
+	// ErrTracerAttached: a tracer is attached, the executable's pages
+	// stay mapped (the heap's free pages were returned).
+	ErrTracerAttached = errors.New("a tracer is attached (TracerPid of /proc/self/status): the executable's pages stay mapped, for its breakpoints")
+	// ErrPageCacheKept: the executable's pages were unmapped but stay in
+	// the page cache; the error wrapping it gives the cause.
+	ErrPageCacheKept = errors.New("the executable's pages stay in the page cache")
+)
