@@ -224,12 +224,8 @@ func TestReleaseStartupPagesTraced(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	// The child stops at its exec, then at every signal it gets; each
-	// stop is continued with the signal that caused it.
-	sig := 0
+	// stop is waited for, then continued with the signal that caused it.
 	for {
-		if err := syscall.PtraceCont(pid, sig); err != nil {
-			t.Fatalf("PTRACE_CONT: %v", err)
-		}
 		var ws syscall.WaitStatus
 		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
 			t.Fatalf("wait4: %v", err)
@@ -237,9 +233,12 @@ func TestReleaseStartupPagesTraced(t *testing.T) {
 		if ws.Exited() || ws.Signaled() {
 			break
 		}
-		sig = 0
+		sig := 0
 		if ws.Stopped() && ws.StopSignal() != syscall.SIGTRAP {
 			sig = int(ws.StopSignal())
+		}
+		if err := syscall.PtraceCont(pid, sig); err != nil {
+			t.Fatalf("PTRACE_CONT: %v", err)
 		}
 	}
 	out, err := io.ReadAll(r)
