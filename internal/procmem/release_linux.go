@@ -157,22 +157,42 @@ func readOnlyMappings(smaps []byte, file string) []mapping {
 			continue
 		}
 		flush()
-		if len(f) < 6 || strings.Join(f[5:], " ") != file || len(f[1]) < 2 || f[1][0] != 'r' || f[1][1] != '-' {
+		m, isFile := ParseMapping(line, file)
+		if !isFile || len(m.Perms) < 2 || m.Perms[0] != 'r' || m.Perms[1] != '-' {
 			continue
 		}
-		lo, hi, cut := strings.Cut(f[0], "-")
-		if !cut {
-			continue
-		}
-		a, err1 := strconv.ParseUint(lo, 16, 64)
-		b, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || b <= a {
-			continue
-		}
-		cur, ok = mapping{uintptr(a), uintptr(b)}, true
+		cur, ok = mapping{m.Start, m.End}, true
 	}
 	flush()
 	return out
+}
+
+// Mapping is one mapping of /proc/PID/maps: its address range and its
+// permissions ("r-xp": read, write, execute, private or shared).
+type Mapping struct {
+	Start, End uintptr
+	Perms      string
+}
+
+// ParseMapping reads a mapping's header line of /proc/PID/maps or smaps
+// ("start-end perms offset dev inode path", proc(5)) and reports whether
+// it is a mapping of file (the path as /proc/self/exe links to it) with
+// a valid range.
+func ParseMapping(line, file string) (Mapping, bool) {
+	f := strings.Fields(line)
+	if len(f) < 6 || strings.Join(f[5:], " ") != file {
+		return Mapping{}, false
+	}
+	lo, hi, cut := strings.Cut(f[0], "-")
+	if !cut {
+		return Mapping{}, false
+	}
+	a, err1 := strconv.ParseUint(lo, 16, 64)
+	b, err2 := strconv.ParseUint(hi, 16, 64)
+	if err1 != nil || err2 != nil || b <= a {
+		return Mapping{}, false
+	}
+	return Mapping{Start: uintptr(a), End: uintptr(b), Perms: f[1]}, true
 }
 
 // ReadResident reads the process's resident set from /proc/self/status.

@@ -18,9 +18,10 @@ package smallpages
 
 import (
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/dcontroller/dcontroller/internal/procmem"
 )
 
 func init() { apply() }
@@ -38,21 +39,11 @@ func apply() int {
 	}
 	n := 0
 	for _, line := range strings.Split(string(maps), "\n") {
-		// start-end perms offset dev inode path
-		f := strings.Fields(line)
-		if len(f) < 6 || strings.Join(f[5:], " ") != exe || len(f[1]) < 2 || f[1][1] != '-' {
+		m, ok := procmem.ParseMapping(line, exe)
+		if !ok || len(m.Perms) < 2 || m.Perms[1] != '-' {
 			continue
 		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
-			continue
-		}
-		a, err1 := strconv.ParseUint(lo, 16, 64)
-		b, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || b <= a {
-			continue
-		}
-		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, uintptr(a), uintptr(b-a), syscall.MADV_NOHUGEPAGE); e == 0 {
+		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, m.Start, m.End-m.Start, syscall.MADV_NOHUGEPAGE); e == 0 {
 			n++
 		}
 	}

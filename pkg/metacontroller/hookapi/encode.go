@@ -67,31 +67,28 @@ func appendObjectMap(buf []byte, m ObjectMap) ([]byte, error) {
 	if m == nil {
 		return append(buf, "null"...), nil
 	}
+	return appendSortedMap(buf, m, func(buf []byte, objs map[string]*unstructured.Unstructured) ([]byte, error) {
+		if objs == nil {
+			return append(buf, "null"...), nil
+		}
+		return appendSortedMap(buf, objs, appendObject)
+	})
+}
+
+// appendSortedMap writes m as json.Marshal writes a map with string keys:
+// {"key":value,...} in key order, each value by value.
+func appendSortedMap[V any](buf []byte, m map[string]V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
 	buf = append(buf, '{')
-	for i, t := range slices.Sorted(maps.Keys(m)) {
+	for i, k := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf, _ = watchcodec.AppendJSON(buf, t)
+		buf, _ = watchcodec.AppendJSON(buf, k)
 		buf = append(buf, ':')
-		objs := m[t]
-		if objs == nil {
-			buf = append(buf, "null"...)
-			continue
+		var err error
+		if buf, err = value(buf, m[k]); err != nil {
+			return buf, err
 		}
-		buf = append(buf, '{')
-		for j, k := range slices.Sorted(maps.Keys(objs)) {
-			if j > 0 {
-				buf = append(buf, ',')
-			}
-			buf, _ = watchcodec.AppendJSON(buf, k)
-			buf = append(buf, ':')
-			var err error
-			if buf, err = appendObject(buf, objs[k]); err != nil {
-				return buf, err
-			}
-		}
-		buf = append(buf, '}')
 	}
 	return append(buf, '}'), nil
 }
