@@ -33,8 +33,8 @@ vet: ## go vet
 fmt-check: ## Fail when a Go file is not gofmt-formatted
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-unit: ## Unit, property, golden, fuzz-seed and end-to-end tests
-	$(GO) test -count=1 -timeout 30m ./...
+unit: ## Unit, property, golden, fuzz-seed and end-to-end tests (whole output in bin/test.log; on a failure, a summary of it at the end)
+	GO=$(GO) GOTEST_LOG=$(BIN)/test.log hack/gotest.sh -count=1 -timeout 30m ./...
 
 test: prereqs fmt-check vet kube-binaries tools unit ## Everything CI runs (builds the control plane once)
 

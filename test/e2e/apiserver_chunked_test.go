@@ -63,7 +63,7 @@ spec:
 		cmd.Env = append(os.Environ(), "HOME="+dir)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
+		if err := runBounded(cmd); err != nil {
 			t.Fatalf("kubectl get %s: %v\n%s", strings.Join(args, " "), err, errb.String())
 		}
 		return out.String(), regexp.MustCompile(`verb="GET" url="[^"]*/keycounts\?[^"]*limit=2[^"]*" status="200 OK"`).FindAllString(errb.String(), -1)

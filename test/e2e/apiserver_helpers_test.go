@@ -124,7 +124,7 @@ func viewKubectl(t *testing.T, dir, config, stdin string, args ...string) (strin
 	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	if err := runBounded(cmd); err != nil {
 		return out.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String(), nil
@@ -148,7 +148,7 @@ func dctlIn(t *testing.T, dir string, env []string, args ...string) (string, str
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	err := runBounded(cmd)
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -331,7 +331,7 @@ func runDocBlock(t *testing.T, d docBlock, dir string, env []string, replacer *s
 		"PATH=" + filepath.Dir(dctlBin) + ":" + filepath.Dir(kubectlBin) + ":" + os.Getenv("PATH"),
 		"HOME=" + dir,
 	}, env...)...)
-	out, err := cmd.CombinedOutput()
+	out, err := combinedOutputBounded(cmd)
 	if err != nil {
 		t.Fatalf("docs/apiserver.md block %q (line %d): %v\n%s", d.name, d.line, err, out)
 	}

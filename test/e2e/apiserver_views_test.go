@@ -198,7 +198,7 @@ spec:
 	applyCmd.Stdin = strings.NewReader(view)
 	var applyErr strings.Builder
 	applyCmd.Stderr = &applyErr
-	if err := applyCmd.Run(); err != nil || applyErr.Len() != 0 {
+	if err := runBounded(applyCmd); err != nil || applyErr.Len() != 0 {
 		t.Errorf("kubectl apply of a view: %v, stderr %q", err, applyErr.String())
 	}
 	markImage := func(name string) (string, error) {
@@ -215,7 +215,7 @@ spec:
 	applyCmd.Stdin = strings.NewReader(strings.Replace(view, "busybox:1", "busybox:2", 1))
 	applyErr.Reset()
 	applyCmd.Stderr = &applyErr
-	if err := applyCmd.Run(); err != nil || applyErr.Len() != 0 {
+	if err := runBounded(applyCmd); err != nil || applyErr.Len() != 0 {
 		t.Errorf("kubectl apply of a changed view: %v, stderr %q", err, applyErr.String())
 	}
 	mk("", "-n", "e2e-views", "patch", dsResource, "manual", "--type=merge", "-p", `{"spec":{"image":"busybox:3"}}`)

@@ -44,7 +44,7 @@ func helm(t *testing.T, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	if err := runBounded(cmd); err != nil {
 		return out.String(), fmt.Errorf("helm %s: %v: %s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String(), nil

@@ -188,7 +188,7 @@ func runDctlCode(t *testing.T, env []string, args ...string) (string, string, in
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	err := runBounded(cmd)
 	var ee *exec.ExitError
 	switch {
 	case err == nil:

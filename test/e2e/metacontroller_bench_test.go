@@ -43,7 +43,7 @@ func benchKubectl(b *testing.B, stdin string, args ...string) {
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := combinedOutputBounded(cmd); err != nil {
 		b.Fatalf("kubectl %v: %v: %s", args, err, out)
 	}
 }

@@ -44,13 +44,13 @@ func TestMetacontrollerDropIn(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(kubectlBin, append([]string{"--kubeconfig", kc}, args...)...)
 		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
+		out, err := combinedOutputBounded(cmd)
 		if err != nil {
 			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 		}
 		return string(out)
 	}
-	if out, _ := exec.Command(kubectlBin, "--kubeconfig", kc, "get", "crd", "operators.dcontroller.io").CombinedOutput(); !strings.Contains(string(out), "NotFound") {
+	if out, _ := combinedOutputBounded(exec.Command(kubectlBin, "--kubeconfig", kc, "get", "crd", "operators.dcontroller.io")); !strings.Contains(string(out), "NotFound") {
 		t.Fatalf("the second control plane has the Operator CRD: %s", out)
 	}
 
@@ -103,7 +103,7 @@ spec:
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		alive()
-		out, err := exec.Command(kubectlBin, "--kubeconfig", kc, "-n", "default", "get", "configmap", "d-cm", "-o", "jsonpath={.data.from}").CombinedOutput()
+		out, err := combinedOutputBounded(exec.Command(kubectlBin, "--kubeconfig", kc, "-n", "default", "get", "configmap", "d-cm", "-o", "jsonpath={.data.from}"))
 		if err == nil && string(out) == "hook" {
 			break
 		}

@@ -111,7 +111,7 @@ func (sc *shardCluster) kubectl(t testing.TB, stdin string, args ...string) stri
 	t.Helper()
 	cmd := exec.Command(kubectlBin, append([]string{"--kubeconfig", sc.kubeconfig}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
+	out, err := combinedOutputBounded(cmd)
 	if err != nil {
 		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 	}
@@ -573,7 +573,7 @@ func evalTargets(t testing.TB, dir, opFile string, inputs [][]byte, owner string
 	cmd := exec.Command(dctlBin, "eval", "-f", opFile, "-i", in, "-o", "json")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	if err := runBounded(cmd); err != nil {
 		t.Fatalf("dctl eval -f %s -i %s: %v\n%s", opFile, in, err, errb.String())
 	}
 	var list struct {

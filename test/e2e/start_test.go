@@ -84,7 +84,7 @@ func TestDctlStartBinary(t *testing.T) {
 // TestDctlStartBadKubeconfig: a missing kubeconfig is a clear error with exit status 1.
 func TestDctlStartBadKubeconfig(t *testing.T) {
 	cmd := exec.Command(dctlBin, "start", "--kubeconfig", "/nonexistent/kubeconfig")
-	out, err := cmd.CombinedOutput()
+	out, err := combinedOutputBounded(cmd)
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("exit: %v\n%s", err, out)
 	}

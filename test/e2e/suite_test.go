@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -134,6 +135,11 @@ func startManagerFor(t *testing.T, cfg *rest.Config, opts operator.ManagerOption
 	return stop
 }
 
+// managerStopTimeout bounds the stop of a manager started by
+// startManagerRuntimeFor: controller-runtime's graceful shutdown (30s)
+// and the Runtime's stop.
+const managerStopTimeout = 90 * time.Second
+
 // startManagerRuntimeFor is startManagerFor that also returns the
 // manager's operator Runtime.
 func startManagerRuntimeFor(t *testing.T, cfg *rest.Config, opts operator.ManagerOptions) (stop func(), rt *operator.Runtime) {
@@ -167,7 +173,17 @@ func startManagerRuntimeFor(t *testing.T, cfg *rest.Config, opts operator.Manage
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			wg.Wait()
+			stopped := make(chan struct{})
+			go func() { wg.Wait(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(managerStopTimeout):
+				// Left running: the other tests go on, and the stacks say
+				// what holds it.
+				buf := make([]byte, 1<<22)
+				t.Errorf("the manager did not stop within %s of its context's cancellation; goroutines:\n%s",
+					managerStopTimeout, buf[:runtime.Stack(buf, true)])
+			}
 		})
 	}
 	t.Cleanup(stop)
@@ -187,7 +203,7 @@ func runDctl(t *testing.T, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	if err := runBounded(cmd); err != nil {
 		return out.String(), fmt.Errorf("dctl %s: %v: %s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String(), nil
@@ -201,7 +217,7 @@ func kubectlB(stdin string, args ...string) (string, error) {
 	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	if err := runBounded(cmd); err != nil {
 		return out.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String(), nil
