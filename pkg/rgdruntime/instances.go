@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -256,6 +257,15 @@ func (g *instanceGuard) remaining(ctx context.Context, inst *metav1.PartialObjec
 // conflict when someone changed them since (retried from the informer's
 // newer copy). A vanished instance is no error.
 func (g *instanceGuard) setFinalizers(ctx context.Context, obj *metav1.PartialObjectMetadata, fs []string) error {
+	err := g.patchFinalizers(ctx, obj, fs)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// patchFinalizers is setFinalizers that also returns a NotFound error.
+func (g *instanceGuard) patchFinalizers(ctx context.Context, obj *metav1.PartialObjectMetadata, fs []string) error {
 	if fs == nil {
 		fs = []string{}
 	}
@@ -267,9 +277,6 @@ func (g *instanceGuard) setFinalizers(ctx context.Context, obj *metav1.PartialOb
 	target.SetGroupVersionKind(g.gvk)
 	target.Namespace, target.Name = obj.Namespace, obj.Name
 	err = g.client.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch))
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
 	if err != nil {
 		return fmt.Errorf("writing the finalizers of %s %s/%s: %w", g.gvk.Kind, obj.Namespace, obj.Name, err)
 	}
@@ -277,8 +284,8 @@ func (g *instanceGuard) setFinalizers(ctx context.Context, obj *metav1.PartialOb
 }
 
 // release removes InstanceFinalizer from every instance that carries it
-// (the RGD is gone: nobody would remove it). Errors are logged; an
-// instance that still carries it can be released by hand.
+// (the RGD is gone: nobody would remove it). Errors other than conflicts
+// are logged; an instance that still carries it can be released by hand.
 func (g *instanceGuard) release(ctx context.Context) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(g.gvk.GroupVersion().WithKind(g.gvk.Kind + "List"))
@@ -290,15 +297,51 @@ func (g *instanceGuard) release(ctx context.Context) {
 	}
 	for i := range list.Items {
 		obj := &list.Items[i]
-		if !controllerutil.ContainsFinalizer(obj, InstanceFinalizer) {
-			continue
-		}
-		if err := g.setFinalizers(ctx, obj, without(obj.GetFinalizers(), InstanceFinalizer)); err != nil {
+		removed, err := g.releaseOne(ctx, obj)
+		if err != nil {
 			g.log.Error(err, "removing the finalizer of an instance of a deleted ResourceGraphDefinition", "instance", obj.Namespace+"/"+obj.Name)
 			continue
 		}
-		g.log.Info("finalizer removed: the ResourceGraphDefinition is gone", "instance", obj.Namespace+"/"+obj.Name)
+		if removed {
+			g.log.Info("finalizer removed: the ResourceGraphDefinition is gone", "instance", obj.Namespace+"/"+obj.Name)
+		}
 	}
+}
+
+// releaseOne removes InstanceFinalizer from obj. A conflict (the instance
+// changed since it was read: typically the deletion of its
+// CustomResourceDefinition setting its deletionTimestamp at the same
+// moment) is retried on a fresh read of the instance, with client-go's
+// retry.DefaultRetry backoff: given up, the finalizer would stay and hold
+// the instance, and with it its CustomResourceDefinition's deletion,
+// forever. removed is false when there was nothing to remove (the
+// instance has no such finalizer or is gone).
+func (g *instanceGuard) releaseOne(ctx context.Context, obj *metav1.PartialObjectMetadata) (removed bool, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		removed = false
+		if !controllerutil.ContainsFinalizer(obj, InstanceFinalizer) {
+			return nil
+		}
+		err := g.patchFinalizers(ctx, obj, without(obj.GetFinalizers(), InstanceFinalizer))
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			removed = err == nil
+			return err
+		}
+		fresh := &metav1.PartialObjectMetadata{}
+		fresh.SetGroupVersionKind(g.gvk)
+		if gerr := g.reader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); gerr != nil {
+			if apierrors.IsNotFound(gerr) {
+				return nil
+			}
+			return gerr
+		}
+		*obj = *fresh
+		return err
+	})
+	return removed, err
 }
 
 func without(xs []string, s string) []string {

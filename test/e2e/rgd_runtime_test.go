@@ -58,7 +58,12 @@ func cleanupRGD(t *testing.T, name, crd string) {
 		_, _ = kubectl(t, "", "delete", "rgd", name, "--wait=false", "--ignore-not-found")
 		_, _ = kubectl(t, "", "patch", "rgd", name, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
 		if crd != "" {
-			_, _ = kubectl(t, "", "delete", "crd", crd, "--ignore-not-found")
+			// The manager still runs: the RGD gone, it removes the
+			// instances' finalizer, also while the CRD's deletion
+			// deletes them (a conflict it retries).
+			if _, err := kubectl(t, "", "delete", "crd", crd, "--ignore-not-found", "--timeout=60s"); err != nil {
+				t.Errorf("deleting the CRD %s after its RGD: %v", crd, err)
+			}
 		}
 	})
 }
