@@ -2,9 +2,7 @@ package rgdruntime
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,38 +15,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/dcontroller/dcontroller/internal/testcontrolplane"
 )
 
 // restConfig reaches the package's kube-apiserver (envtest, started once
 // by TestMain from bin/k8s).
 var restConfig *rest.Config
 
-func TestMain(m *testing.M) { os.Exit(runMain(m)) }
-
-func runMain(m *testing.M) int {
-	wd, err := os.Getwd()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	binDir := filepath.Join(wd, "..", "..", "bin", "k8s")
-	for _, b := range []string{"etcd", "kube-apiserver"} {
-		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
-			fmt.Fprintf(os.Stderr, "rgdruntime: %s is missing; run 'make kube-binaries' (make test does it)\n", filepath.Join(binDir, b))
-			return 1
-		}
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "rgdruntime: starting the control plane: %v\n", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	restConfig = cfg
-	return m.Run()
-}
+func TestMain(m *testing.M) { os.Exit(testcontrolplane.Run(m, "rgdruntime", &restConfig)) }
 
 // widgetGVK is the instance kind of the release tests, served by a CRD
 // the tests install.

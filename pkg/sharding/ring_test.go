@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,7 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/dcontroller/dcontroller/internal/testcontrolplane"
 )
 
 // restConfig reaches the test's kube-apiserver (envtest, started once).
@@ -31,27 +31,7 @@ func runMain(m *testing.M) int {
 	if os.Getenv(stoppableMemberEnv) != "" {
 		return runStoppableMember()
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	binDir := filepath.Join(wd, "..", "..", "bin", "k8s")
-	for _, b := range []string{"etcd", "kube-apiserver"} {
-		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
-			fmt.Fprintf(os.Stderr, "sharding: %s is missing; run 'make kube-binaries' (make test does it)\n", filepath.Join(binDir, b))
-			return 1
-		}
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "sharding: starting the control plane: %v\n", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	restConfig = cfg
-	return m.Run()
+	return testcontrolplane.Run(m, "sharding", &restConfig)
 }
 
 // Short durations for the tests, in the ratios of the defaults.
