@@ -303,7 +303,7 @@ func (g *instanceGuard) release(ctx context.Context) {
 			continue
 		}
 		if removed {
-			g.log.Info("finalizer removed: the ResourceGraphDefinition is gone", "instance", obj.Namespace+"/"+obj.Name)
+			g.log.Info("finalizer removed: no controller of the ResourceGraphDefinition runs any more", "instance", obj.Namespace+"/"+obj.Name)
 		}
 	}
 }

@@ -590,6 +590,10 @@ func (r *Reconciler) finalize(ctx context.Context, g *krov1a1.ResourceGraphDefin
 			st := g.Status.DeepCopy()
 			msg := fmt.Sprintf("the ResourceGraphDefinition is being deleted: its CustomResourceDefinition %s is kept while %s of kind %s remain (%s); deleting the CRD would delete them, so it goes once they are deleted",
 				crd.Name, plural(n, "instance"), crd.Spec.Names.Kind, first)
+			if !crd.DeletionTimestamp.IsZero() {
+				msg = fmt.Sprintf("the ResourceGraphDefinition is being deleted, and its CustomResourceDefinition %s too, with its %s of kind %s (%s): the controllers run until they are deleted, resources included",
+					crd.Name, plural(n, "instance"), crd.Spec.Names.Kind, first)
+			}
 			summarize(st, g.Generation, now, msg)
 			if err := r.writeStatus(ctx, g, st); err != nil {
 				return r.retry(err)
@@ -598,7 +602,7 @@ func (r *Reconciler) finalize(ctx context.Context, g *krov1a1.ResourceGraphDefin
 		}
 	}
 	r.stop(g.Name, true)
-	if crd != nil {
+	if crd != nil && crd.DeletionTimestamp.IsZero() {
 		err := r.Client.Delete(ctx, crd, client.Preconditions{UID: &crd.UID})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return ctrl.Result{}, fmt.Errorf("deleting the CustomResourceDefinition %s: %w", crd.Name, err)
@@ -617,8 +621,10 @@ func (r *Reconciler) finalize(ctx context.Context, g *krov1a1.ResourceGraphDefin
 }
 
 // ownedCRD returns the CRD of g's instance kind when it exists and is
-// labelled as g's; nil otherwise (no CRD, a schema that names no valid
-// kind, another's CRD).
+// labelled as g's, also while it is being deleted (its instances, being
+// deleted with it, still need the RGD's controllers and instance
+// finalizer, after a restart of the manager too); nil otherwise (no CRD,
+// a schema that names no valid kind, another's CRD).
 func (r *Reconciler) ownedCRD(ctx context.Context, g *krov1a1.ResourceGraphDefinition) (*apiextensionsv1.CustomResourceDefinition, error) {
 	ik, err := rgd.Instance(g.Spec.Schema)
 	if err != nil {
@@ -631,7 +637,7 @@ func (r *Reconciler) ownedCRD(ctx context.Context, g *krov1a1.ResourceGraphDefin
 		}
 		return nil, fmt.Errorf("reading the CustomResourceDefinition %s.%s: %w", ik.Plural, ik.Group, err)
 	}
-	if name, owned := ownerOf(crd); !owned || name != g.Name || !crd.DeletionTimestamp.IsZero() {
+	if name, owned := ownerOf(crd); !owned || name != g.Name {
 		return nil, nil
 	}
 	return crd, nil

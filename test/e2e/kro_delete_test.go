@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	krov1a1 "github.com/dcontroller/dcontroller/api/kro/v1alpha1"
@@ -236,4 +238,51 @@ func TestRGDDeleteAcrossRestart(t *testing.T) {
 	mustKubectl(t, "", "delete", "rgd", "e2e-chain", "--wait=false")
 	mustKubectl(t, "", "patch", "rgd", "e2e-chain", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
 	f.want("chains", "c2", "{.metadata.finalizers}", "")
+}
+
+// TestRGDDeletedWithItsCRDAcrossRestart: the RGD and its CRD are deleted
+// together while an instance's resources are held; the instance, deleted
+// with the CRD, still has its resources deleted dependents first, the RGD
+// waits for it (its status says why), and a manager restarted in the
+// middle goes on where the first one was; then the CRD and the RGD go.
+func TestRGDDeletedWithItsCRDAcrossRestart(t *testing.T) {
+	const crd = "chains.e2e.dcontroller.io"
+	stop := startStoppableRGDManager(t)
+	cleanupRGD(t, "e2e-chain", crd)
+	f := &rgdFixture{t: t, ns: "e2e-rgd-delete-crd"}
+	mustKubectl(t, "", "create", "namespace", f.ns)
+	chainSetup(t, f)
+	mustKubectl(t, "", "delete", "rgd", "e2e-chain", "--wait=false")
+	mustKubectl(t, "", "delete", "crd", crd, "--wait=false")
+	f.wantStates("deleting live live deleting")
+	eventually(t, 30*time.Second, func() string {
+		g, err := getRGD(t, "e2e-chain")
+		if err != nil {
+			return err.Error()
+		}
+		if c := rgdCondition(g, krov1a1.ConditionReady); !strings.Contains(c, "and its CustomResourceDefinition "+crd+" too, with its 1 instance of kind Chain (e2e-rgd-delete-crd/c1)") {
+			return "Ready " + c
+		}
+		return ""
+	})
+
+	t.Log("the manager stops; the Service goes while it is down")
+	stop()
+	f.release("services", "web")
+	f.keepsStates(2*time.Second, "gone live live deleting")
+
+	t.Log("a new manager goes on with the Deployment, then the ConfigMap and the instance")
+	startStoppableRGDManager(t)
+	f.wantStates("gone deleting live deleting")
+	f.release("deployments", "web")
+	f.wantStates("gone gone gone gone")
+	eventually(t, 60*time.Second, func() string {
+		if _, err := getCRD(crd); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("the CRD: %v", err)
+		}
+		if _, err := getRGD(t, "e2e-chain"); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("the RGD: %v", err)
+		}
+		return ""
+	})
 }
