@@ -224,7 +224,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	g := &krov1a1.ResourceGraphDefinition{}
 	if err := r.Client.Get(ctx, req.NamespacedName, g); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.mu.Lock()
+			guarded := r.guards[req.Name] != nil
+			r.mu.Unlock()
 			r.stop(req.Name, true)
+			if !guarded {
+				// Gone while no guard of it ran here (removed without its
+				// cleanup while the manager was down): its CRD's label
+				// brought it here at the start.
+				return ctrl.Result{}, r.releaseOrphaned(ctx, req.Name)
+			}
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -557,6 +566,35 @@ func (r *Reconciler) stopGuard(rgdName string, release bool) {
 		}
 		g.release(ctx)
 	}
+}
+
+// releaseOrphaned removes InstanceFinalizer from the instances of the
+// CRDs labelled as the RGD rgdName's, which is gone: nobody would remove
+// it otherwise, and it would hold each instance (and the deletion of the
+// CRD) forever. The CRDs stay.
+func (r *Reconciler) releaseOrphaned(ctx context.Context, rgdName string) error {
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := r.APIReader.List(ctx, crds, client.MatchingLabels{LabelRGDName: rgdName}); err != nil {
+		return fmt.Errorf("listing the CustomResourceDefinitions of the deleted ResourceGraphDefinition %s: %w", rgdName, err)
+	}
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		if name, owned := ownerOf(crd); !owned || name != rgdName {
+			continue
+		}
+		version := ""
+		for _, v := range crd.Spec.Versions {
+			if v.Storage {
+				version = v.Name
+			}
+		}
+		g := &instanceGuard{rgdName: rgdName,
+			gvk:    schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.Kind},
+			client: r.Client, reader: r.APIReader,
+			log: r.Logger.WithValues("rgd", rgdName, "kind", crd.Spec.Names.Kind)}
+		g.release(ctx)
+	}
+	return nil
 }
 
 // finalize runs for an RGD being deleted. While instances of its kind

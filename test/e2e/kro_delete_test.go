@@ -286,3 +286,28 @@ func TestRGDDeletedWithItsCRDAcrossRestart(t *testing.T) {
 		return ""
 	})
 }
+
+// TestRGDRemovedWhileManagerDown: an RGD removed without its cleanup (its
+// finalizer taken off by hand) while no manager runs: the next manager
+// finds it gone by its CRD's label and releases its instances' finalizer.
+func TestRGDRemovedWhileManagerDown(t *testing.T) {
+	stop := startStoppableRGDManager(t)
+	cleanupRGD(t, "e2e-chain", "chains.e2e.dcontroller.io")
+	f := &rgdFixture{t: t, ns: "e2e-rgd-removed-down"}
+	mustKubectl(t, "", "create", "namespace", f.ns)
+	chainSetup(t, f)
+	for _, kind := range []string{"services", "deployments"} {
+		f.release(kind, "web")
+	}
+	stop()
+	mustKubectl(t, "", "delete", "rgd", "e2e-chain", "--wait=false")
+	mustKubectl(t, "", "patch", "rgd", "e2e-chain", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+	if _, err := getRGD(t, "e2e-chain"); !apierrors.IsNotFound(err) {
+		t.Fatalf("the RGD after its finalizer was removed: %v", err)
+	}
+	f.want("chains", "c1", "{.metadata.finalizers}", `["`+rgdruntime.InstanceFinalizer+`"]`)
+
+	t.Log("a new manager releases the instance")
+	startStoppableRGDManager(t)
+	f.want("chains", "c1", "{.metadata.finalizers}", "")
+}
