@@ -571,8 +571,16 @@ func (r *Reconciler) stopGuard(rgdName string, release bool) {
 // releaseOrphaned removes InstanceFinalizer from the instances of the
 // CRDs labelled as the RGD rgdName's, which is gone: nobody would remove
 // it otherwise, and it would hold each instance (and the deletion of the
-// CRD) forever. The CRDs stay.
+// CRD) forever. The CRDs stay. The RGD's absence is read from the API
+// server first, not from the cache (which may lag behind the CRDs' on
+// another replica).
 func (r *Reconciler) releaseOrphaned(ctx context.Context, rgdName string) error {
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: rgdName}, &krov1a1.ResourceGraphDefinition{}); !apierrors.IsNotFound(err) {
+		if err != nil {
+			return fmt.Errorf("reading the ResourceGraphDefinition %s: %w", rgdName, err)
+		}
+		return nil
+	}
 	crds := &apiextensionsv1.CustomResourceDefinitionList{}
 	if err := r.APIReader.List(ctx, crds, client.MatchingLabels{LabelRGDName: rgdName}); err != nil {
 		return fmt.Errorf("listing the CustomResourceDefinitions of the deleted ResourceGraphDefinition %s: %w", rgdName, err)
