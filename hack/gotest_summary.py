@@ -78,7 +78,9 @@ class Summary:
 
     def line(self, line):
         if self.block is not None:
-            if BUILD_LINE.match(line):
+            # The header's first line is its own (a setup error can read
+            # "no Go files in ..."); then only lines that look like errors.
+            if BUILD_LINE.match(line) or not (self.block[1] or STATUS.match(line) or line.startswith("# ")):
                 self.block[1].append(line)
                 return
             self.block = None
@@ -185,6 +187,8 @@ class Summary:
                         seen.append(at)
                 for at in seen:
                     self.out.append("    was running " + cut(at))
+        if line is None:
+            return
         if "[build failed]" in line or "[setup failed]" in line:
             for block in self.build:
                 if not block[2] and self.names(block[0], pkg):
@@ -202,7 +206,7 @@ class Summary:
     def finish(self):
         # Lines after the last package: go's own errors (a bad flag, no module).
         if self.failed or self.started or self.other or self.panic:
-            self.failed_package("FAIL (no package line in the log)", "")
+            self.failed_package(None, "")
         for block in self.build:
             if not block[2] and block[1]:
                 self.out.append(cut(block[0]))
