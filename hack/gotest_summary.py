@@ -112,6 +112,8 @@ class Summary:
                 self.started.append(self.current)
             self.tests.setdefault(self.current, [])
             return
+        if line.startswith("=== "):  # PAUSE
+            return
         m = TEST_END.match(line)
         if m:
             name = m.group(2)

@@ -13,7 +13,7 @@ import (
 // of hack/gotest.sh knows, next to a passing one (c).
 var summaryModule = map[string]string{
 	"go.mod": "module example.com/summary\n\ngo 1.21\n",
-	// Failed tests with their messages, 100 messages, a 200,000-character line.
+	// Failed tests (one parallel) with their messages, 100 messages, a 200,000-character line.
 	"a/a_test.go": `package a
 
 import (
@@ -24,6 +24,7 @@ import (
 func TestPasses(t *testing.T) {}
 
 func TestFails(t *testing.T) {
+	t.Parallel()
 	t.Log("what it saw")
 	t.Errorf("got %d, want 1", 2)
 }
@@ -181,7 +182,7 @@ func TestGotestSummary(t *testing.T) {
 	// Messages the summary keeps from a failed test, and the passing
 	// tests' output and goroutine dumps it leaves out.
 	messages := []string{
-		"--- FAIL: TestFails", "a_test.go:11: what it saw", "a_test.go:12: got 2, want 1",
+		"--- FAIL: TestFails", "a_test.go:12: what it saw", "a_test.go:13: got 2, want 1",
 		"--- FAIL: TestSub/inner", "inner broke", "FAIL\texample.com/summary/a",
 	}
 	noise := []string{"ok  \t", "TestPasses", "not a failure", "goroutine ", "testing.tRunner", "chatty pass", "TestOK"}
@@ -215,7 +216,7 @@ func TestGotestSummary(t *testing.T) {
 	checkSummary(t, "-v", summary, append([]string{
 		"TestExit started and did not finish; its output:", "about to exit",
 		"FuzzSlow started and did not finish", "was running example.com/summary/fz.FuzzSlow",
-	}, messages...), append(noise, "=== RUN"))
+	}, messages...), append(noise, "=== "))
 	if i, j := strings.Index(summary, "--- FAIL: TestFails"), strings.Index(summary, "what it saw"); i < 0 || j < i {
 		t.Errorf("-v: the message does not follow its test's --- FAIL line:\n%s", summary)
 	}
