@@ -146,8 +146,10 @@ class Summary:
             self.stack[-1].append((line, ""))
 
     def mine(self, fn, where):
-        """Whether a frame is the project's code: not runtime, testing or GOROOT."""
-        if fn.startswith(("runtime.", "testing.", "created by ", "panic(")):
+        """Whether a frame is the project's code: not runtime, testing, GOROOT or the generated test main."""
+        if fn.startswith(("runtime.", "testing.", "created by ", "panic(", "main.main(")):
+            return False
+        if where.split(":")[0].endswith("_testmain.go"):
             return False
         return not (self.goroot and where.startswith(self.goroot))
 

@@ -185,7 +185,7 @@ func TestGotestSummary(t *testing.T) {
 		"--- FAIL: TestFails", "a_test.go:12: what it saw", "a_test.go:13: got 2, want 1",
 		"--- FAIL: TestSub/inner", "inner broke", "FAIL\texample.com/summary/a",
 	}
-	noise := []string{"ok  \t", "TestPasses", "not a failure", "goroutine ", "testing.tRunner", "chatty pass", "TestOK"}
+	noise := []string{"ok  \t", "TestPasses", "not a failure", "goroutine ", "testing.tRunner", "chatty pass", "TestOK", "main.main", "_testmain.go"}
 
 	summary, whole := summaryOf(t, mod, "-count=1", "-timeout", "3s", "./...")
 	if !strings.Contains(whole, "goroutine") || !strings.Contains(whole, "ok  \texample.com/summary/c") ||
