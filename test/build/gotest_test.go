@@ -185,7 +185,7 @@ func TestGotestSummary(t *testing.T) {
 		"--- FAIL: TestFails", "a_test.go:12: what it saw", "a_test.go:13: got 2, want 1",
 		"--- FAIL: TestSub/inner", "inner broke", "FAIL\texample.com/summary/a",
 	}
-	noise := []string{"ok  \t", "TestPasses", "not a failure", "goroutine ", "testing.tRunner", "chatty pass", "TestOK", "main.main", "_testmain.go"}
+	noise := []string{"ok  \t", "TestPasses", "not a failure", "goroutine ", "testing.tRunner", "main.main", "_testmain.go", "chatty pass", "TestOK"}
 
 	summary, whole := summaryOf(t, mod, "-count=1", "-timeout", "3s", "./...")
 	if !strings.Contains(whole, "goroutine") || !strings.Contains(whole, "ok  \texample.com/summary/c") ||
@@ -207,7 +207,7 @@ func TestGotestSummary(t *testing.T) {
 		"declared and not used: x", "FAIL\texample.com/summary/bad [build failed]",
 		`fmt.Printf format %d has arg "s" of wrong type string`, "FAIL\texample.com/summary/vetf [build failed]",
 		"no required module provides package example.com/nope", "FAIL\texample.com/summary/setup [setup failed]",
-	}, messages...), noise[:len(noise)-2])
+	}, messages...), noise[:len(noise)-2]) // without -v, a passing test's printed line shows
 	checkLongOutput(t, summary)
 
 	// -v prints a test's messages before its "--- FAIL" line, and names
