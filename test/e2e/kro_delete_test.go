@@ -129,6 +129,19 @@ func chainSetup(t *testing.T, f *rgdFixture) {
 	}
 }
 
+// newChainFixture runs a manager that stop stops (and the test's end),
+// cleans chainRGD up when the test ends, and sets it up with its instance
+// c1 in the new namespace ns (chainSetup).
+func newChainFixture(t *testing.T, ns string) (f *rgdFixture, stop func()) {
+	t.Helper()
+	stop = startStoppableRGDManager(t)
+	cleanupRGD(t, "e2e-chain", "chains.e2e.dcontroller.io")
+	f = &rgdFixture{t: t, ns: ns}
+	mustKubectl(t, "", "create", "namespace", ns)
+	chainSetup(t, f)
+	return f, stop
+}
+
 // release removes holdFinalizer from an object.
 func (f *rgdFixture) release(kind, name string) {
 	f.t.Helper()
@@ -177,6 +190,24 @@ func (f *rgdFixture) keepsStates(d time.Duration, want string) {
 	}
 }
 
+// restartWhileDeleting stops the manager (stop) while the instance c1 is
+// being deleted and its Service held, lets the Service go while no
+// manager runs, and checks that a new manager goes on where the first one
+// was: the Deployment is deleted, then, once released, the ConfigMap and
+// the instance go.
+func (f *rgdFixture) restartWhileDeleting(stop func()) {
+	f.t.Helper()
+	f.t.Log("the manager stops; the Service goes while it is down")
+	stop()
+	f.release("services", "web")
+	f.keepsStates(2*time.Second, "gone live live deleting")
+	f.t.Log("a new manager goes on with the Deployment, then the ConfigMap and the instance")
+	startStoppableRGDManager(f.t)
+	f.wantStates("gone deleting live deleting")
+	f.release("deployments", "web")
+	f.wantStates("gone gone gone gone")
+}
+
 // TestRGDDeleteOrder: deleting an instance deletes its resources
 // dependents first: the Service (held by its own finalizer) is deleted
 // while the Deployment and the ConfigMap stay; once it is gone the
@@ -184,11 +215,7 @@ func (f *rgdFixture) keepsStates(d time.Duration, want string) {
 // is gone the ConfigMap goes, and only then the instance, whose status
 // says DELETING and names what it waits for meanwhile.
 func TestRGDDeleteOrder(t *testing.T) {
-	startRGDManager(t)
-	cleanupRGD(t, "e2e-chain", "chains.e2e.dcontroller.io")
-	f := &rgdFixture{t: t, ns: "e2e-rgd-delete"}
-	mustKubectl(t, "", "create", "namespace", f.ns)
-	chainSetup(t, f)
+	f, _ := newChainFixture(t, "e2e-rgd-delete")
 
 	t.Log("delete the instance: only the Service, which nothing reads, is deleted")
 	mustKubectl(t, "", "-n", f.ns, "delete", "chains", "c1", "--wait=false")
@@ -213,24 +240,10 @@ func TestRGDDeleteOrder(t *testing.T) {
 // RGD removed without its cleanup (its finalizer taken off by hand)
 // releases its instances' finalizer.
 func TestRGDDeleteAcrossRestart(t *testing.T) {
-	stop := startStoppableRGDManager(t)
-	cleanupRGD(t, "e2e-chain", "chains.e2e.dcontroller.io")
-	f := &rgdFixture{t: t, ns: "e2e-rgd-delete-restart"}
-	mustKubectl(t, "", "create", "namespace", f.ns)
-	chainSetup(t, f)
+	f, stop := newChainFixture(t, "e2e-rgd-delete-restart")
 	mustKubectl(t, "", "-n", f.ns, "delete", "chains", "c1", "--wait=false")
 	f.wantStates("deleting live live deleting")
-
-	t.Log("the manager stops; the Service goes while it is down")
-	stop()
-	f.release("services", "web")
-	f.keepsStates(2*time.Second, "gone live live deleting")
-
-	t.Log("a new manager goes on with the Deployment")
-	startStoppableRGDManager(t)
-	f.wantStates("gone deleting live deleting")
-	f.release("deployments", "web")
-	f.wantStates("gone gone gone gone")
+	f.restartWhileDeleting(stop)
 
 	t.Log("a second instance; the RGD goes without its cleanup: the instance's finalizer is removed")
 	mustKubectl(t, "apiVersion: e2e.dcontroller.io/v1alpha1\nkind: Chain\nmetadata: {name: c2, namespace: "+f.ns+"}\nspec: {name: two}\n", "apply", "-f", "-")
@@ -247,11 +260,7 @@ func TestRGDDeleteAcrossRestart(t *testing.T) {
 // middle goes on where the first one was; then the CRD and the RGD go.
 func TestRGDDeletedWithItsCRDAcrossRestart(t *testing.T) {
 	const crd = "chains.e2e.dcontroller.io"
-	stop := startStoppableRGDManager(t)
-	cleanupRGD(t, "e2e-chain", crd)
-	f := &rgdFixture{t: t, ns: "e2e-rgd-delete-crd"}
-	mustKubectl(t, "", "create", "namespace", f.ns)
-	chainSetup(t, f)
+	f, stop := newChainFixture(t, "e2e-rgd-delete-crd")
 	mustKubectl(t, "", "delete", "rgd", "e2e-chain", "--wait=false")
 	mustKubectl(t, "", "delete", "crd", crd, "--wait=false")
 	f.wantStates("deleting live live deleting")
@@ -265,17 +274,7 @@ func TestRGDDeletedWithItsCRDAcrossRestart(t *testing.T) {
 		}
 		return ""
 	})
-
-	t.Log("the manager stops; the Service goes while it is down")
-	stop()
-	f.release("services", "web")
-	f.keepsStates(2*time.Second, "gone live live deleting")
-
-	t.Log("a new manager goes on with the Deployment, then the ConfigMap and the instance")
-	startStoppableRGDManager(t)
-	f.wantStates("gone deleting live deleting")
-	f.release("deployments", "web")
-	f.wantStates("gone gone gone gone")
+	f.restartWhileDeleting(stop)
 	eventually(t, 60*time.Second, func() string {
 		if _, err := getCRD(crd); !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("the CRD: %v", err)
@@ -291,11 +290,7 @@ func TestRGDDeletedWithItsCRDAcrossRestart(t *testing.T) {
 // finalizer taken off by hand) while no manager runs: the next manager
 // finds it gone by its CRD's label and releases its instances' finalizer.
 func TestRGDRemovedWhileManagerDown(t *testing.T) {
-	stop := startStoppableRGDManager(t)
-	cleanupRGD(t, "e2e-chain", "chains.e2e.dcontroller.io")
-	f := &rgdFixture{t: t, ns: "e2e-rgd-removed-down"}
-	mustKubectl(t, "", "create", "namespace", f.ns)
-	chainSetup(t, f)
+	f, stop := newChainFixture(t, "e2e-rgd-removed-down")
 	for _, kind := range []string{"services", "deployments"} {
 		f.release(kind, "web")
 	}
