@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -75,19 +76,28 @@ func (g *instanceGuard) sameAs(o *instanceGuard) bool {
 	return true
 }
 
-// newInstanceGuard returns the guard of a compiled RGD (not started).
-func newInstanceGuard(rgdName string, c *Compiled, cl client.Client, reader client.Reader, meta metadata.Interface, log logr.Logger) *instanceGuard {
-	crd := c.CRD
+// instanceKind is the resource and kind of a CRD's instances at its
+// storage version (the first version when none is marked, as in a
+// compiled CRD not yet applied).
+func instanceKind(spec *apiextensionsv1.CustomResourceDefinitionSpec) (schema.GroupVersionResource, schema.GroupVersionKind) {
 	version := ""
-	for _, v := range crd.Spec.Versions {
+	for _, v := range spec.Versions {
 		if v.Storage || version == "" {
 			version = v.Name
 		}
 	}
+	return schema.GroupVersionResource{Group: spec.Group, Version: version, Resource: spec.Names.Plural},
+		schema.GroupVersionKind{Group: spec.Group, Version: version, Kind: spec.Names.Kind}
+}
+
+// newInstanceGuard returns the guard of a compiled RGD (not started).
+func newInstanceGuard(rgdName string, c *Compiled, cl client.Client, reader client.Reader, meta metadata.Interface, log logr.Logger) *instanceGuard {
+	crd := c.CRD
+	gvr, gvk := instanceKind(&crd.Spec)
 	g := &instanceGuard{
 		rgdName:    rgdName,
-		gvr:        schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural},
-		gvk:        schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.Kind},
+		gvr:        gvr,
+		gvk:        gvk,
 		namespaced: crd.Spec.Scope != "Cluster",
 		client:     cl, reader: reader, meta: meta,
 		log: log.WithValues("kind", crd.Spec.Names.Kind),

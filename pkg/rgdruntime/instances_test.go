@@ -74,15 +74,27 @@ func installWidgets(t *testing.T) client.Client {
 	return c
 }
 
-// createWidget creates a Widget carrying InstanceFinalizer and another
-// controller's finalizer.
-func createWidget(t *testing.T, c client.Client, name string) {
-	t.Helper()
+// widget is the Widget name in the namespace default, with finalizers.
+func widget(name string, finalizers ...string) *unstructured.Unstructured {
 	w := &unstructured.Unstructured{}
 	w.SetGroupVersionKind(widgetGVK)
 	w.SetNamespace("default")
 	w.SetName(name)
-	w.SetFinalizers([]string{InstanceFinalizer, "example.com/other"})
+	w.SetFinalizers(finalizers)
+	return w
+}
+
+// testGuard is the instanceGuard of the Widgets, reading and writing
+// through c.
+func testGuard(c client.Client) *instanceGuard {
+	return &instanceGuard{gvk: widgetGVK, client: c, reader: c, log: logr.Discard()}
+}
+
+// createWidget creates a Widget carrying InstanceFinalizer and another
+// controller's finalizer.
+func createWidget(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	w := widget(name, InstanceFinalizer, "example.com/other")
 	if err := c.Create(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +127,7 @@ func TestReleaseOneRetriesAConflict(t *testing.T) {
 	if err := c.Patch(context.Background(), stale.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"changed":"yes"}}}`))); err != nil {
 		t.Fatal(err)
 	}
-	g := &instanceGuard{gvk: widgetGVK, client: c, reader: c, log: logr.Discard()}
+	g := testGuard(c)
 	// The stale copy is what the API server refuses.
 	if err := g.setFinalizers(context.Background(), stale.DeepCopy(), []string{"example.com/other"}); !apierrors.IsConflict(err) {
 		t.Fatalf("a write of the stale copy: %v, want a conflict", err)
@@ -136,14 +148,10 @@ func TestReleaseOneInstanceBeingDeleted(t *testing.T) {
 	c := installWidgets(t)
 	createWidget(t, c, "deleted")
 	stale := readMeta(t, c, "deleted")
-	w := &unstructured.Unstructured{}
-	w.SetGroupVersionKind(widgetGVK)
-	w.SetNamespace("default")
-	w.SetName("deleted")
-	if err := c.Delete(context.Background(), w); err != nil {
+	if err := c.Delete(context.Background(), widget("deleted")); err != nil {
 		t.Fatal(err)
 	}
-	g := &instanceGuard{gvk: widgetGVK, client: c, reader: c, log: logr.Discard()}
+	g := testGuard(c)
 	removed, err := g.releaseOne(context.Background(), stale)
 	if err != nil || !removed {
 		t.Fatalf("releaseOne: removed %v, error %v", removed, err)
@@ -162,11 +170,7 @@ func TestReleaseOneInstanceBeingDeleted(t *testing.T) {
 // read is no error and nothing removed.
 func TestReleaseOneInstanceGone(t *testing.T) {
 	c := installWidgets(t)
-	w := &unstructured.Unstructured{}
-	w.SetGroupVersionKind(widgetGVK)
-	w.SetNamespace("default")
-	w.SetName("gone")
-	w.SetFinalizers([]string{InstanceFinalizer})
+	w := widget("gone", InstanceFinalizer)
 	if err := c.Create(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +181,7 @@ func TestReleaseOneInstanceGone(t *testing.T) {
 	if err := c.Delete(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
-	g := &instanceGuard{gvk: widgetGVK, client: c, reader: c, log: logr.Discard()}
+	g := testGuard(c)
 	removed, err := g.releaseOne(context.Background(), stale)
 	if err != nil || removed {
 		t.Errorf("releaseOne of a deleted instance: removed %v, error %v; want neither", removed, err)

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -224,11 +223,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	g := &krov1a1.ResourceGraphDefinition{}
 	if err := r.Client.Get(ctx, req.NamespacedName, g); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.mu.Lock()
-			guarded := r.guards[req.Name] != nil
-			r.mu.Unlock()
-			r.stop(req.Name, true)
-			if !guarded {
+			if guarded := r.stop(req.Name, true); !guarded {
 				// Gone while no guard of it ran here (removed without its
 				// cleanup while the manager was down): its CRD's label
 				// brought it here at the start.
@@ -501,9 +496,10 @@ func (r *Reconciler) runningName(rgdName string) string {
 
 // stop stops the RGD's controllers if they run; deleted says the RGD is
 // gone (targets with deletionPolicy Orphan then remove their marks), not
-// handed to another member or replaced.
-func (r *Reconciler) stop(rgdName string, deleted bool) {
-	r.stopGuard(rgdName, deleted)
+// handed to another member or replaced. guarded reports whether the RGD's
+// instanceGuard ran.
+func (r *Reconciler) stop(rgdName string, deleted bool) (guarded bool) {
+	guarded = r.stopGuard(rgdName, deleted)
 	r.mu.Lock()
 	opName, ok := r.running[rgdName]
 	delete(r.running, rgdName)
@@ -513,13 +509,14 @@ func (r *Reconciler) stop(rgdName string, deleted bool) {
 	}
 	r.mu.Unlock()
 	if !ok {
-		return
+		return guarded
 	}
 	if deleted {
 		r.Runtime.Deleted(opName)
 	} else {
 		r.Runtime.Delete(opName)
 	}
+	return guarded
 }
 
 // guard runs the instanceGuard of a running RGD (keeping the one that
@@ -549,14 +546,15 @@ func (r *Reconciler) guard(ctx context.Context, rgdName string, c *Compiled) {
 // stopGuard stops the RGD's instanceGuard; release says that no
 // controller of this RGD runs any more here nor elsewhere (the RGD is
 // gone, or its controllers cannot run), so its instances'
-// InstanceFinalizer is removed (nobody would remove it otherwise).
-func (r *Reconciler) stopGuard(rgdName string, release bool) {
+// InstanceFinalizer is removed (nobody would remove it otherwise). ran
+// reports whether a guard ran.
+func (r *Reconciler) stopGuard(rgdName string, release bool) (ran bool) {
 	r.mu.Lock()
 	g := r.guards[rgdName]
 	delete(r.guards, rgdName)
 	r.mu.Unlock()
 	if g == nil {
-		return
+		return false
 	}
 	g.stop()
 	if release {
@@ -566,6 +564,7 @@ func (r *Reconciler) stopGuard(rgdName string, release bool) {
 		}
 		g.release(ctx)
 	}
+	return true
 }
 
 // releaseOrphaned removes InstanceFinalizer from the instances of the
@@ -590,15 +589,8 @@ func (r *Reconciler) releaseOrphaned(ctx context.Context, rgdName string) error 
 		if name, owned := ownerOf(crd); !owned || name != rgdName {
 			continue
 		}
-		version := ""
-		for _, v := range crd.Spec.Versions {
-			if v.Storage {
-				version = v.Name
-			}
-		}
-		g := &instanceGuard{rgdName: rgdName,
-			gvk:    schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.Kind},
-			client: r.Client, reader: r.APIReader,
+		_, gvk := instanceKind(&crd.Spec)
+		g := &instanceGuard{rgdName: rgdName, gvk: gvk, client: r.Client, reader: r.APIReader,
 			log: r.Logger.WithValues("rgd", rgdName, "kind", crd.Spec.Names.Kind)}
 		g.release(ctx)
 	}
@@ -634,12 +626,11 @@ func (r *Reconciler) finalize(ctx context.Context, g *krov1a1.ResourceGraphDefin
 			}
 			now := metav1.Now()
 			st := g.Status.DeepCopy()
-			msg := fmt.Sprintf("the ResourceGraphDefinition is being deleted: its CustomResourceDefinition %s is kept while %s of kind %s remain (%s); deleting the CRD would delete them, so it goes once they are deleted",
-				crd.Name, plural(n, "instance"), crd.Spec.Names.Kind, first)
+			format := "the ResourceGraphDefinition is being deleted: its CustomResourceDefinition %s is kept while %s of kind %s remain (%s); deleting the CRD would delete them, so it goes once they are deleted"
 			if !crd.DeletionTimestamp.IsZero() {
-				msg = fmt.Sprintf("the ResourceGraphDefinition is being deleted, and its CustomResourceDefinition %s too, with its %s of kind %s (%s): the controllers run until they are deleted, resources included",
-					crd.Name, plural(n, "instance"), crd.Spec.Names.Kind, first)
+				format = "the ResourceGraphDefinition is being deleted, and its CustomResourceDefinition %s too, with its %s of kind %s (%s): the controllers run until they are deleted, resources included"
 			}
+			msg := fmt.Sprintf(format, crd.Name, plural(n, "instance"), crd.Spec.Names.Kind, first)
 			summarize(st, g.Generation, now, msg)
 			if err := r.writeStatus(ctx, g, st); err != nil {
 				return r.retry(err)
@@ -693,14 +684,9 @@ func (r *Reconciler) ownedCRD(ctx context.Context, g *krov1a1.ResourceGraphDefin
 // request of at most one item: the count is the API server's
 // remainingItemCount plus one when it gives one) and names the first.
 func (r *Reconciler) instances(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (int64, string, error) {
-	version := ""
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			version = v.Name
-		}
-	}
+	_, gvk := instanceKind(&crd.Spec)
 	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.ListKind})
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(crd.Spec.Names.ListKind))
 	if err := r.APIReader.List(ctx, list, client.Limit(1)); err != nil {
 		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 			return 0, "", nil

@@ -40,14 +40,15 @@ func decodeJSON(data []byte) (any, bool) {
 // allocated).
 func decodeJSONWith(data []byte, dropManagedFields bool) (any, bool) {
 	s := scratchPool.Get().(*scratch)
-	d := decoder{data: data, dropManagedFields: dropManagedFields, keys: s.keys[:0], vals: s.vals[:0], buf: s.buf[:0]}
+	d := decoder{data: data, dropManagedFields: dropManagedFields, scratch: *s}
 	d.skipSpace()
 	v, ok := d.value(0)
 	if ok {
 		d.skipSpace()
 		ok = d.pos == len(d.data)
 	}
-	s.put(d.keys, d.vals, d.buf)
+	*s = d.scratch
+	s.put()
 	if !ok {
 		return nil, false
 	}
@@ -72,13 +73,13 @@ var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
 
 // put returns the stacks to the pool, emptied of references (what a
 // decoding left above its final length, e.g. after an error, too).
-func (s *scratch) put(keys []string, vals []any, buf []byte) {
-	if cap(keys) > maxScratch || cap(vals) > maxScratch || cap(buf) > maxScratch {
+func (s *scratch) put() {
+	if cap(s.keys) > maxScratch || cap(s.vals) > maxScratch || cap(s.buf) > maxScratch {
 		return
 	}
-	clear(keys[:cap(keys)])
-	clear(vals[:cap(vals)])
-	s.keys, s.vals, s.buf = keys[:0], vals[:0], buf[:0]
+	clear(s.keys[:cap(s.keys)])
+	clear(s.vals[:cap(s.vals)])
+	s.keys, s.vals, s.buf = s.keys[:0], s.vals[:0], s.buf[:0]
 	scratchPool.Put(s)
 }
 
@@ -88,10 +89,8 @@ type decoder struct {
 	// Scratch stacks for the entries of the objects and arrays being
 	// decoded, shared by the nesting levels (each level uses the part
 	// above where its parent stopped), so that a value is built once at
-	// its final size.
-	keys []string
-	vals []any
-	buf  []byte // for strings with escapes
+	// its final size; and a buffer for strings with escapes.
+	scratch
 
 	dropManagedFields bool
 	// inMetadata is set while the value of the top-level object's
