@@ -3,7 +3,9 @@ package operator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,10 +31,9 @@ func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) err
 		return nil
 	}
 	type need struct {
-		path      string
-		gvk       schema.GroupVersionKind
-		namespace string
-		verbs     []string
+		path  string
+		gvk   schema.GroupVersionKind
+		verbs []string
 	}
 	var needs []need
 	for i, s := range c.Sources() {
@@ -41,7 +42,7 @@ func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) err
 		}
 		// One cluster-wide informer per kind serves every controller, so a
 		// source restricted to a namespace is still watched cluster-wide.
-		needs = append(needs, need{fmt.Sprintf("sources[%d]", i), s.GVK, "", []string{"get", "list", "watch"}})
+		needs = append(needs, need{fmt.Sprintf("sources[%d]", i), s.GVK, []string{"get", "list", "watch"}})
 	}
 	for _, t := range c.Targets() {
 		if r.isView(t.GVK) {
@@ -49,35 +50,63 @@ func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) err
 		}
 		verbs := append([]string{"get", "list", "watch"}, targetVerbs[t.Type]...)
 		_, rel, _ := strings.Cut(t.Path, "].")
-		needs = append(needs, need{rel, t.GVK, "", verbs})
+		needs = append(needs, need{rel, t.GVK, verbs})
 	}
-	for _, n := range needs {
+	// Each distinct (resource, verb) is asked once, all at once: the
+	// reviews are independent, and a controller's start waits for them.
+	type ask struct {
+		res  schema.GroupVersionResource
+		verb string
+	}
+	mappings := make([]schema.GroupVersionResource, len(needs))
+	allowed := map[ask]bool{}
+	var asks []ask
+	for i, n := range needs {
 		m, err := r.opts.RESTMapper.RESTMapping(n.gvk.GroupKind(), n.gvk.Version)
 		if err != nil {
 			return fmt.Errorf("%s: kind %s: %w", n.path, n.gvk, err)
 		}
-		var missing []string
+		mappings[i] = m.Resource
 		for _, verb := range n.verbs {
+			a := ask{m.Resource, verb}
+			if _, seen := allowed[a]; !seen {
+				allowed[a] = false
+				asks = append(asks, a)
+			}
+		}
+	}
+	errs := make([]error, len(asks))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, a := range asks {
+		wg.Go(func() {
 			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Namespace: n.namespace, Verb: verb,
-					Group: m.Resource.Group, Version: m.Resource.Version, Resource: m.Resource.Resource,
+					Verb: a.verb, Group: a.res.Group, Version: a.res.Version, Resource: a.res.Resource,
 				},
 			}}
-			if err := r.opts.Client.Create(ctx, review); err != nil {
+			if errs[i] = r.opts.Client.Create(ctx, review); errs[i] == nil {
+				mu.Lock()
+				allowed[a] = review.Status.Allowed
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for i, n := range needs {
+		var missing []string
+		for _, verb := range n.verbs {
+			a := ask{mappings[i], verb}
+			if err := errs[slices.Index(asks, a)]; err != nil {
 				return fmt.Errorf("%s: checking RBAC access: %w", n.path, err)
 			}
-			if !review.Status.Allowed {
+			if !allowed[a] {
 				missing = append(missing, verb)
 			}
 		}
 		if len(missing) > 0 {
-			where := "cluster-wide"
-			if n.namespace != "" {
-				where = fmt.Sprintf("in namespace %q", n.namespace)
-			}
-			return &forbiddenError{fmt.Sprintf("%s: forbidden: the manager may not %s resource %q in API group %q %s; grant these verbs to its service account (see `dctl rbac`)",
-				n.path, strings.Join(missing, ", "), m.Resource.Resource, m.Resource.Group, where)}
+			return &forbiddenError{fmt.Sprintf("%s: forbidden: the manager may not %s resource %q in API group %q cluster-wide; grant these verbs to its service account (see `dctl rbac`)",
+				n.path, strings.Join(missing, ", "), mappings[i].Resource, mappings[i].Group)}
 		}
 	}
 	return nil

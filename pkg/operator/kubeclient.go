@@ -12,6 +12,7 @@ import (
 	opv1a1 "github.com/dcontroller/dcontroller/api/operator/v1alpha1"
 	"github.com/dcontroller/dcontroller/pkg/controller"
 	"github.com/dcontroller/dcontroller/pkg/object"
+	"github.com/dcontroller/dcontroller/pkg/watchcodec"
 )
 
 // kubeClient adapts a controller-runtime client (reads served from the
@@ -85,20 +86,43 @@ func (k kubeClient) Update(ctx context.Context, obj *unstructured.Unstructured) 
 	return k.c.Update(ctx, obj, opts...)
 }
 
-// Patch sends a merge patch. The answer is asked for as metadata only
-// (PartialObjectMetadata): nothing reads the patched object, and the whole
+// Patch sends a merge patch. Nothing reads the patched object: the answer
+// is asked for as metadata only (PartialObjectMetadata), and not decoded
+// when the client can send it so (watchcodec.AnswerlessPatcher); the whole
 // object would cost the API server its encoding and the manager its
 // decoding on every write.
 func (k kubeClient) Patch(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
+	return k.patch(ctx, gvk, key, mergePatch, "")
+}
+
+// patch sends a merge patch to the object of key or to its subresource
+// ("" for none); see Patch.
+func (k kubeClient) patch(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte, subresource string) error {
+	fm := controller.FieldManagerFrom(ctx)
+	if p, ok := k.c.(watchcodec.AnswerlessPatcher); ok {
+		var opts []client.PatchOption
+		if fm != "" {
+			opts = append(opts, client.FieldOwner(fm))
+		}
+		return p.PatchAnswerless(ctx, gvk, key.Namespace, key.Name, types.MergePatchType, mergePatch, subresource, opts...)
+	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(gvk)
 	m.SetNamespace(key.Namespace)
 	m.SetName(key.Name)
+	patch := client.RawPatch(types.MergePatchType, mergePatch)
+	if subresource != "" {
+		var opts []client.SubResourcePatchOption
+		if fm != "" {
+			opts = append(opts, client.FieldOwner(fm))
+		}
+		return k.c.SubResource(subresource).Patch(ctx, m, patch, opts...)
+	}
 	var opts []client.PatchOption
-	if fm := controller.FieldManagerFrom(ctx); fm != "" {
+	if fm != "" {
 		opts = append(opts, client.FieldOwner(fm))
 	}
-	return k.c.Patch(ctx, m, client.RawPatch(types.MergePatchType, mergePatch), opts...)
+	return k.c.Patch(ctx, m, patch, opts...)
 }
 
 func (k kubeClient) Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {
@@ -114,17 +138,9 @@ func (k kubeClient) UpdateStatus(ctx context.Context, obj *unstructured.Unstruct
 }
 
 // PatchStatus sends a merge patch to the status subresource; the answer
-// is asked for as metadata only, as Patch does.
+// is not read, as with Patch.
 func (k kubeClient) PatchStatus(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte) error {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gvk)
-	m.SetNamespace(key.Namespace)
-	m.SetName(key.Name)
-	var opts []client.SubResourcePatchOption
-	if fm := controller.FieldManagerFrom(ctx); fm != "" {
-		opts = append(opts, client.FieldOwner(fm))
-	}
-	return k.c.Status().Patch(ctx, m, client.RawPatch(types.MergePatchType, mergePatch), opts...)
+	return k.patch(ctx, gvk, key, mergePatch, "status")
 }
 
 func (k kubeClient) ApplyStatus(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {

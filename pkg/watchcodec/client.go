@@ -2,10 +2,15 @@ package watchcodec
 
 import (
 	"context"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -33,7 +38,35 @@ func NewClient(cfg *rest.Config, opts client.Options) (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return WriteClient(c, dyn), nil
+	w := &writeClient{Client: c, dyn: dyn}
+	// The metadata client's configuration (client-go metadata.ConfigFor):
+	// its negotiator decodes the protobuf and JSON Status of a refused
+	// write.
+	mcfg := metadata.ConfigFor(dcfg)
+	if opts.HTTPClient != nil {
+		w.meta, err = rest.UnversionedRESTClientForConfigAndClient(mcfg, opts.HTTPClient)
+	} else {
+		w.meta, err = rest.UnversionedRESTClientFor(mcfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// AnswerlessPatcher sends patches whose answer nobody reads. The client
+// NewClient returns implements it.
+type AnswerlessPatcher interface {
+	// PatchAnswerless sends data as a patch of type pt to the object of
+	// kind gvk named name (in namespace, "" for a cluster-scoped kind), or
+	// to its subresource ("" for none), with opts' dry run, force, field
+	// manager and field validation. It is client-go's metadata client
+	// Patch (the answer asked for as PartialObjectMetadata: the API server
+	// encodes no more than the metadata, in protobuf), without the
+	// decoding of the answer: only its status counts. It returns the
+	// API server's error (an *apierrors.StatusError for a refused write),
+	// or the RESTMapper's for a kind it does not know.
+	PatchAnswerless(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, pt types.PatchType, data []byte, subresource string, opts ...client.PatchOption) error
 }
 
 // WriteClient returns c with its writes of *unstructured.Unstructured
@@ -53,6 +86,62 @@ func WriteClient(c client.Client, dyn dynamic.Interface) client.Client {
 type writeClient struct {
 	client.Client
 	dyn dynamic.Interface
+	// meta sends PatchAnswerless's requests; nil in a WriteClient, which
+	// then sends them through c's metadata client.
+	meta rest.Interface
+}
+
+// partialObjectMetadataAccept is the Accept header of client-go's metadata
+// client: the object's metadata only, in protobuf when the API server can.
+const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+func (c *writeClient) PatchAnswerless(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, pt types.PatchType, data []byte, subresource string, opts ...client.PatchOption) error {
+	if c.meta == nil || name == "" {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		m.SetNamespace(namespace)
+		m.SetName(name)
+		if subresource != "" {
+			return c.Client.SubResource(subresource).Patch(ctx, m, client.RawPatch(pt, data), subResourcePatchOptions(opts)...)
+		}
+		return c.Client.Patch(ctx, m, client.RawPatch(pt, data), opts...)
+	}
+	mapping, err := c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return err
+	}
+	segments := make([]string, 0, 8)
+	if mapping.Resource.Group == "" {
+		segments = append(segments, "api", mapping.Resource.Version)
+	} else {
+		segments = append(segments, "apis", mapping.Resource.Group, mapping.Resource.Version)
+	}
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace && namespace != "" {
+		// Without a namespace, the metadata client's path: the API
+		// server answers NotFound.
+		segments = append(segments, "namespaces", namespace)
+	}
+	segments = append(segments, mapping.Resource.Resource, name)
+	if subresource != "" {
+		segments = append(segments, subresource)
+	}
+	req := c.meta.Patch(pt).AbsPath(segments...).Body(data).SetHeader("Accept", partialObjectMetadataAccept)
+	// The query parameters of metav1.PatchOptions, set as its parameter
+	// codec sets them.
+	o := (&client.PatchOptions{}).ApplyOptions(opts).AsPatchOptions()
+	for _, d := range o.DryRun {
+		req.Param("dryRun", d)
+	}
+	if o.Force != nil {
+		req.Param("force", strconv.FormatBool(*o.Force))
+	}
+	if o.FieldManager != "" {
+		req.Param("fieldManager", o.FieldManager)
+	}
+	if o.FieldValidation != "" {
+		req.Param("fieldValidation", o.FieldValidation)
+	}
+	return req.Do(ctx).Error()
 }
 
 // resource returns the dynamic client of obj's resource, in obj's

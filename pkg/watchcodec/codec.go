@@ -254,9 +254,11 @@ func (s envelopeSerializer) Decode(data []byte, defaults *schema.GroupVersionKin
 		return s.Serializer.Decode(data, defaults, into)
 	}
 	ev.Type = typ
-	// The frame's buffer is reused for the next event; RawExtension's own
-	// JSON decoding copies too.
-	ev.Object = runtime.RawExtension{Raw: append([]byte(nil), raw...)}
+	// Raw is the frame's own buffer, not a copy: it holds until the
+	// stream's next Decode, and client-go's watch decoder
+	// (rest/watch.Decoder) decodes the object from it before it reads the
+	// next event; the object decoder copies what it keeps.
+	ev.Object = runtime.RawExtension{Raw: raw}
 	gvk := metav1.SchemeGroupVersion.WithKind("WatchEvent")
 	return ev, &gvk, nil
 }

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dcontroller/dcontroller/internal/cputime"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
 
@@ -204,11 +205,14 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		sequential := plainPatchLoop(b, plainClient, plainNS, benchPods, 1, "seq")
 		pw := watchAnnotated(b, plainNS)
 		reqs0 := serverRequests(b, "pods")
+		cp0, self0, kcm0 := controlPlaneCPU(b), selfCPU(b), childCPU(b)["kube-controller"]
+		profileAPIServer(b, fmt.Sprintf("plain-%d", i), 2*time.Second)
 		plain := plainPatchLoop(b, plainClient, plainNS, benchPods, operator.WriteConcurrency, "1")
 		plainReqs := requestsSince(reqs0, serverRequests(b, "pods"), benchPods)
 		if n := pw.wait(benchPods, time.Minute); n < benchPods {
 			b.Fatalf("the plain loop's watch saw %d of %d pods annotated", n, benchPods)
 		}
+		plainCP, plainSelf, plainKCM := controlPlaneCPU(b)-cp0, selfCPU(b)-self0, childCPU(b)["kube-controller"]-kcm0
 		pw.stop()
 		// Only the operator's pods stay, so the cache holds what it serves.
 		if err := k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(plainNS)); err != nil {
@@ -225,8 +229,10 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		aw := watchAnnotated(b, opNS)
 		cpu0 := p.cpuTime(b)
 		reqs0 = serverRequests(b, "pods")
+		cp0, self0, kcm0 = controlPlaneCPU(b), selfCPU(b), childCPU(b)["kube-controller"]
 		start := time.Now()
-		p.profile(b, "annotate", 10*time.Second)
+		p.profile(b, fmt.Sprintf("annotate-%d", i), 10*time.Second)
+		profileAPIServer(b, fmt.Sprintf("annotate-%d", i), 3*time.Second)
 		if err := k8sClient.Create(ctx, opObj); err != nil {
 			b.Fatal(err)
 		}
@@ -235,10 +241,12 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		}
 		withOp := time.Since(start)
 		managerCPU := p.cpuTime(b) - cpu0
+		opCP, opSelf, opKCM := controlPlaneCPU(b)-cp0, selfCPU(b)-self0, childCPU(b)["kube-controller"]-kcm0
 		opReqs := requestsSince(reqs0, serverRequests(b, "pods"), benchPods)
 		firstWrite := time.Unix(0, aw.first.Load()).Sub(start)
 		aw.stop()
 		rss := p.peakRSS(b)
+		p.saveAllocs(b, fmt.Sprintf("annotate-%d", i))
 		if _, err := kubectlB("", "delete", "operators.dcontroller.io", "bench-annotator"); err != nil {
 			b.Fatal(err)
 		}
@@ -257,6 +265,8 @@ func BenchmarkAnnotatePods(b *testing.B) {
 			sequential.Round(time.Millisecond), plain.Round(time.Millisecond), operator.WriteConcurrency,
 			withOp.Round(time.Millisecond), firstWrite.Round(time.Millisecond), managerCPU, rss>>20)
 		b.Logf("API requests on pods per pod: plain loop %s; operator %s", plainReqs, opReqs)
+		b.Logf("CPU: API server and etcd %v with the plain loop, %v with the operator; benchmark process (the loop and the watch; the watch) %v, %v; kube-controller-manager %v, %v",
+			plainCP, opCP, plainSelf, opSelf, plainKCM, opKCM)
 		b.ReportMetric(float64(benchPods)/sequential.Seconds(), "plain-seq-pods/s")
 		b.ReportMetric(float64(benchPods)/plain.Seconds(), "plain-pods/s")
 		b.ReportMetric(float64(benchPods)/withOp.Seconds(), "operator-pods/s")
@@ -264,6 +274,7 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		b.ReportMetric(withOp.Seconds()/sequential.Seconds(), "time-ratio-seq")
 		b.ReportMetric(float64(rss)/(1<<20), "peak-RSS-MiB")
 		b.ReportMetric(float64(managerCPU.Microseconds())/benchPods, "manager-CPU-µs/pod")
+		b.ReportMetric(float64(opCP.Microseconds())/float64(plainCP.Microseconds()), "control-plane-CPU-ratio")
 		ratios = append(ratios, ratio)
 	}
 	m := median(ratios)
@@ -481,6 +492,114 @@ func (p *dctlProcess) profile(b *testing.B, name string, d time.Duration) {
 		time.Sleep(d / 2)
 		save("/debug/pprof/goroutine?debug=1", "goroutines-"+name+".txt")
 	}()
+}
+
+// profileAPIServer saves, in the background, a CPU profile of the test's
+// kube-apiserver over the next d to DCTL_BENCH_PPROF_DIR as
+// apiserver-<name>.pprof (its /debug/pprof, on by default); nothing when the
+// variable is unset.
+func profileAPIServer(b *testing.B, name string, d time.Duration) {
+	dir := os.Getenv(benchPprofDirEnv)
+	if dir == "" {
+		return
+	}
+	cs, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		raw, err := cs.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(int(d.Seconds()))).DoRaw(context.Background())
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "apiserver-"+name+".pprof"), raw, 0o644)
+		}
+		if err != nil {
+			b.Logf("kube-apiserver pprof: %v", err)
+		}
+	}()
+}
+
+// controlPlaneCPU is the CPU time the test's control plane (the
+// kube-apiserver and etcd processes this test process started) has used so
+// far, from /proc/PID/stat.
+func controlPlaneCPU(b *testing.B) time.Duration {
+	b.Helper()
+	c := childCPU(b)
+	if _, ok := c["kube-apiserver"]; !ok {
+		b.Fatal("no kube-apiserver process started by this test")
+	}
+	if _, ok := c["etcd"]; !ok {
+		b.Fatal("no etcd process started by this test")
+	}
+	return c["kube-apiserver"] + c["etcd"]
+}
+
+// childCPU is the CPU time (user and system) each process this test
+// process started has used so far, by command name (several of one name
+// summed), from /proc/PID/stat (fields 14 and 15, in clock ticks of 10ms:
+// USER_HZ is 100 on Linux, proc(5)).
+func childCPU(b *testing.B) map[string]time.Duration {
+	b.Helper()
+	out := map[string]time.Duration{}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	self := strconv.Itoa(os.Getpid())
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		open, closing := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		f := strings.Fields(string(stat[closing+1:]))
+		if len(f) < 13 || f[1] != self {
+			continue
+		}
+		utime, err1 := strconv.ParseInt(f[11], 10, 64)
+		stime, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out[string(stat[open+1:closing])] += time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return out
+}
+
+// selfCPU is the CPU time this test process has used so far.
+func selfCPU(b *testing.B) time.Duration {
+	b.Helper()
+	d, ok := cputime.Process()
+	if !ok {
+		b.Fatal("no CPU time of the test process on this platform")
+	}
+	return d
+}
+
+// saveAllocs saves the allocation profile of the process so far (every
+// allocation since its start, sampled) to DCTL_BENCH_PPROF_DIR as
+// allocs-<name>.pprof; nothing when the variable is unset.
+func (p *dctlProcess) saveAllocs(b *testing.B, name string) {
+	dir := os.Getenv(benchPprofDirEnv)
+	if dir == "" || p.pprof == "" {
+		return
+	}
+	resp, err := http.Get("http://" + p.pprof + "/debug/pprof/allocs")
+	if err != nil {
+		b.Logf("pprof allocs: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if err := os.WriteFile(filepath.Join(dir, "allocs-"+name+".pprof"), data, 0o644); err != nil {
+		b.Logf("pprof allocs: %v", err)
+	}
 }
 
 // stop ends the process with SIGTERM and waits for it.

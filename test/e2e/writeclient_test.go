@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -140,6 +143,10 @@ func TestWriteClientAsControllerRuntime(t *testing.T) {
 	}
 }
 
+// runSpecific matches the uid, times and resource version in an object
+// quoted (as escaped JSON) by an error message.
+var runSpecific = regexp.MustCompile(`\\"(uid|resourceVersion|creationTimestamp|time)\\":\\"[^\\]*\\"`)
+
 func u(m map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: runtimeDeepCopy(m)}
 }
@@ -171,4 +178,137 @@ func cleaned(obj *unstructured.Unstructured, ns, tag string) map[string]any {
 		c.Object["managers"] = managers
 	}
 	return c.Object
+}
+
+// TestPatchAnswerlessAsMetadataClient sends the same patches through
+// controller-runtime's client with PartialObjectMetadata objects (its
+// metadata client, which decodes every answer) and through the manager
+// client's PatchAnswerless (which reads only the answer's status), each in
+// a namespace of its own, and checks that both leave the same objects
+// behind and return the same errors: merge and JSON patches with a field
+// manager, a dry run, the status subresource, a cluster-scoped kind, a
+// missing object, a malformed patch, a patch making the object invalid,
+// strict field validation, force on a merge patch, an unknown kind and a
+// namespaced kind without a namespace.
+func TestPatchAnswerlessAsMetadataClient(t *testing.T) {
+	installCRD(t, "WriteProbe", "writeprobes", "Namespaced")
+	plain, err := client.New(restConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oursClient, err := watchcodec.NewClient(restConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, ok := oursClient.(watchcodec.AnswerlessPatcher)
+	if !ok {
+		t.Fatalf("watchcodec.NewClient's client (%T) is no AnswerlessPatcher", oursClient)
+	}
+	type patchFunc func(ctx context.Context, gvk schema.GroupVersionKind, ns, name string, pt types.PatchType, data []byte, subresource string, opts ...client.PatchOption) error
+	viaMetadata := func(ctx context.Context, gvk schema.GroupVersionKind, ns, name string, pt types.PatchType, data []byte, subresource string, opts ...client.PatchOption) error {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		m.SetNamespace(ns)
+		m.SetName(name)
+		if subresource != "" {
+			o := (&client.PatchOptions{}).ApplyOptions(opts)
+			return plain.SubResource(subresource).Patch(ctx, m, client.RawPatch(pt, data), &client.SubResourcePatchOptions{PatchOptions: *o})
+		}
+		return plain.Patch(ctx, m, client.RawPatch(pt, data), opts...)
+	}
+	type step struct {
+		obj map[string]any // the patched object read back, cleaned
+		err string         // the error's reason and message, "" for none
+	}
+	configMap := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	probe := schema.GroupVersionKind{Group: "e2e.dcontroller.io", Version: "v1", Kind: "WriteProbe"}
+	role := schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}
+	run := func(patch patchFunc, tag string) []step {
+		ctx := context.Background()
+		ns := "patchanswerless-" + tag
+		roleName := "patchanswerless-" + tag
+		for _, o := range []map[string]any{
+			{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}},
+			{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "cm", "namespace": ns}, "data": map[string]any{"k": "v"}},
+			{"apiVersion": "e2e.dcontroller.io/v1", "kind": "WriteProbe", "metadata": map[string]any{"name": "p", "namespace": ns}, "spec": map[string]any{"x": int64(1)}},
+			{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": map[string]any{"name": roleName}},
+		} {
+			if err := plain.Create(ctx, u(o)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Cleanup(func() {
+			_ = plain.Delete(context.Background(), u(map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}))
+			_ = plain.Delete(context.Background(), u(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": map[string]any{"name": roleName}}))
+		})
+		var steps []step
+		do := func(gvk schema.GroupVersionKind, ns, name string, pt types.PatchType, data, subresource string, opts ...client.PatchOption) {
+			s := step{}
+			if err := patch(ctx, gvk, ns, name, pt, []byte(data), subresource, opts...); err != nil {
+				// Without what differs between the runs: the namespace, and
+				// the uid, times and resource version of the object an
+				// Invalid error quotes.
+				msg := strings.ReplaceAll(err.Error(), "patchanswerless-"+tag, "NS")
+				s.err = fmt.Sprintf("%s: %s", apierrors.ReasonForError(err), runSpecific.ReplaceAllString(msg, ""))
+			}
+			if name == roleName {
+				name = "patchanswerless-plain"
+			}
+			obj := &unstructured.Unstructured{}
+			obj.SetGroupVersionKind(gvk)
+			if err := plain.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err == nil {
+				s.obj = cleaned(obj, ns, tag)
+			}
+			steps = append(steps, s)
+		}
+		do(configMap, ns, "cm", types.MergePatchType, `{"metadata":{"annotations":{"a":"1"}},"data":{"m":"2"}}`, "", client.FieldOwner("writer-a"))
+		do(configMap, ns, "cm", types.JSONPatchType, `[{"op":"remove","path":"/data/m"}]`, "", client.FieldOwner("writer-b"))
+		do(configMap, ns, "cm", types.MergePatchType, `{"data":{"dry":"run"}}`, "", client.DryRunAll)
+		do(configMap, ns, "missing", types.MergePatchType, `{"data":{"a":"b"}}`, "")
+		do(configMap, ns, "cm", types.MergePatchType, `{"data":`, "")
+		do(configMap, ns, "cm", types.MergePatchType, `{"metadata":{"labels":{"bad label":"x"}}}`, "")
+		do(configMap, ns, "cm", types.MergePatchType, `{"data2":{"a":"b"}}`, "", client.FieldValidation("Strict"))
+		do(configMap, ns, "cm", types.MergePatchType, `{"data":{"f":"g"}}`, "", client.ForceOwnership)
+		do(probe, ns, "p", types.MergePatchType, `{"status":{"count":3},"spec":{"x":99}}`, "status", client.FieldOwner("writer-s"))
+		do(probe, ns, "p", types.MergePatchType, `{"spec":{"x":2}}`, "")
+		do(probe, ns, "gone", types.MergePatchType, `{"status":{"count":3}}`, "status")
+		do(role, "", roleName, types.MergePatchType, `{"metadata":{"labels":{"l":"1"}}}`, "")
+		do(schema.GroupVersionKind{Group: "nowhere.example.com", Version: "v1", Kind: "Nothing"}, ns, "n", types.MergePatchType, `{}`, "")
+		do(configMap, "", "cm", types.MergePatchType, `{"data":{"a":"b"}}`, "")
+		return steps
+	}
+	want := run(viaMetadata, "plain")
+	got := run(ours.PatchAnswerless, "ours")
+	if len(got) != len(want) {
+		t.Fatalf("%d steps, the metadata client's %d", len(got), len(want))
+	}
+	for i := range want {
+		t.Logf("step %d: %s", i, want[i].err)
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("step %d:\n got  %+v\n want %+v (controller-runtime's metadata client)", i, got[i], want[i])
+		}
+	}
+	// The steps did what they say (not only the same on both).
+	for i, reason := range map[int]string{3: "NotFound", 4: "BadRequest", 5: "Invalid", 6: "Invalid", 7: "Invalid", 10: "NotFound", 13: "NotFound"} {
+		if !strings.HasPrefix(want[i].err, reason) {
+			t.Errorf("step %d: error %q, want %s", i, want[i].err, reason)
+		}
+	}
+	for _, i := range []int{0, 1, 2, 8, 9, 11} {
+		if want[i].err != "" {
+			t.Errorf("step %d failed: %s", i, want[i].err)
+		}
+	}
+	if want[12].err == "" {
+		t.Errorf("an unknown kind was not refused")
+	}
+	if data, _, _ := unstructured.NestedStringMap(want[2].obj, "data"); !reflect.DeepEqual(data, map[string]string{"k": "v"}) {
+		t.Errorf("after the patches and the dry run the ConfigMap's data is %v", data)
+	}
+	if c, _, _ := unstructured.NestedInt64(want[8].obj, "status", "count"); c != 3 {
+		t.Errorf("after the status patch the probe's status.count is %d", c)
+	}
+	if x, _, _ := unstructured.NestedInt64(want[8].obj, "spec", "x"); x != 1 {
+		t.Errorf("the status patch wrote spec.x: %d", x)
+	}
 }
