@@ -81,3 +81,48 @@ func TestNegativeReleaseDelayRefused(t *testing.T) {
 		t.Fatalf("newManager with a negative release delay: %v, want an error naming the flag", err)
 	}
 }
+
+// TestRestConfigCompression: the manager asks for uncompressed responses
+// (rest.Config.DisableCompression, which keeps client-go's transport from
+// sending Accept-Encoding: gzip) unless --kube-api-compression is given,
+// and a kubeconfig's disable-compression turns it off whatever the flag.
+func TestRestConfigCompression(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "kubeconfig")
+	disabled := filepath.Join(dir, "kubeconfig-disabled")
+	if err := os.WriteFile(plain, []byte(testKubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	off := strings.Replace(testKubeconfig, `server: "https://127.0.0.1:6443"`, `server: "https://127.0.0.1:6443", disable-compression: true`, 1)
+	if off == testKubeconfig {
+		t.Fatal("the test kubeconfig has no server line to extend")
+	}
+	if err := os.WriteFile(disabled, []byte(off), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kubeconfig string
+		args       []string
+		disabled   bool
+	}{
+		{plain, nil, true},
+		{plain, []string{"--kube-api-compression"}, false},
+		{plain, []string{"--kube-api-compression=false"}, true},
+		{disabled, []string{"--kube-api-compression"}, true},
+		{disabled, nil, true},
+	} {
+		f := &managerFlags{}
+		cmd := &cobra.Command{Use: "x"}
+		f.register(cmd, "0", "0")
+		if err := cmd.Flags().Parse(append([]string{"--kubeconfig", tc.kubeconfig}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := f.restConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.DisableCompression != tc.disabled {
+			t.Errorf("%s %v: DisableCompression %v, want %v", filepath.Base(tc.kubeconfig), tc.args, cfg.DisableCompression, tc.disabled)
+		}
+	}
+}
