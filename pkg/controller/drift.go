@@ -235,10 +235,12 @@ func restoring(ctx context.Context) bool {
 }
 
 // Tracks reports whether obj, an object of the target kind, is one this
-// controller writes or waits to write: one it wrote (or patched), one whose
-// write failed or is held back by an owner conflict or a restore backoff,
-// or one that carries this controller's record: for an Updater of native
-// objects its owner annotation, for a Patcher its PatchRecordAnnotation.
+// controller writes or waits to write: one its output has (a Patcher's
+// target deleted and created again is patched again), one it wrote (or
+// patched), one whose write failed or is held back by an owner conflict or
+// a restore backoff, or one that carries this controller's record: for an
+// Updater of native objects its owner annotation, for a Patcher its
+// PatchRecordAnnotation.
 // The runtime calls it for every watch event of the target kind and calls
 // RestoreTarget for the objects it tracks. It is cheap and does not wait
 // for a running batch.
@@ -248,9 +250,9 @@ func (t *Target) Tracks(obj *unstructured.Unstructured) bool {
 	}
 	key := object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	t.mu.Lock()
-	written := t.keys[key].written.set
+	st := t.keys[key]
 	_, conflict := t.conflicts[key]
-	tracked := written || t.failed[key] || conflict || t.restores[key] != nil
+	tracked := st.written.set || !st.out.empty() || t.failed[key] || conflict || t.restores[key] != nil
 	t.mu.Unlock()
 	if tracked {
 		return true

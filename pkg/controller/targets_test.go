@@ -511,3 +511,82 @@ target: {apiGroup: example.com, version: v1, kind: Out}
 		})
 	}
 }
+
+// TestPatcherTargetRecreated: a Patcher target object (another object than
+// its source) that is deleted and created again is one the controller
+// tracks, and the restore check that its watch event brings patches it
+// again, as `dctl eval` would on the final objects.
+func TestPatcherTargetRecreated(t *testing.T) {
+	ctx := context.Background()
+	store := view.NewStore()
+	client := &countingClient{StoreClient: StoreClient{Store: store}}
+	key := object.Key{Namespace: "ns", Name: "p"}
+	clock := newClock()
+	c := mustNew(t, `
+name: mark
+sources: [{apiGroup: "", version: v1, kind: Pod}]
+pipeline:
+  "@project":
+    metadata:
+      name: "$.metadata.name"
+      namespace: "$.metadata.namespace"
+      annotations: {"n": {"@string": {"@len": "$.spec.containers"}}}
+target: {apiGroup: "", version: v1, kind: ConfigMap, type: Patcher}
+`, clock.opts(client))
+	tgt := c.Targets()[0]
+	// restore runs a restore check as the runtime does: again after the
+	// wait it returns (restores of one object back off).
+	restore := func() {
+		for {
+			wait, err := tgt.RestoreTarget(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wait == 0 {
+				return
+			}
+			clock.advance(wait)
+		}
+	}
+	fresh := func() *unstructured.Unstructured {
+		created, err := store.Create(obj(cmGVK, "ns", "p", map[string]any{"data": map[string]any{"k": "v"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return created
+	}
+	fresh()
+	pod := obj(podGVK, "ns", "p", map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "a"}}}})
+	if err := c.Handle(ctx, nil, pod); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		if cur, _ := store.Get(cmGVK, key); cur == nil || cur.GetAnnotations()["n"] != "1" {
+			t.Fatalf("round %d: the target is not patched: %v", round, cur)
+		}
+		gone, _ := store.Get(cmGVK, key)
+		if err := store.Delete(cmGVK, key); err != nil {
+			t.Fatal(err)
+		}
+		// The deletion's watch event.
+		if !tgt.Tracks(gone) {
+			t.Fatalf("round %d: the deleted target is not tracked", round)
+		}
+		restore()
+		// Created again by someone else, without the annotation: its
+		// watch event.
+		again := fresh()
+		if !tgt.Tracks(again) {
+			t.Fatalf("round %d: the target created again is not tracked", round)
+		}
+		restore()
+	}
+	if cur, _ := store.Get(cmGVK, key); cur.GetAnnotations()["n"] != "1" || cur.Object["data"].(map[string]any)["k"] != "v" {
+		t.Fatalf("after the last re-creation: %v", cur.Object)
+	}
+	// An object of the kind the output has nothing for is not tracked.
+	other := obj(cmGVK, "ns", "other", nil)
+	if tgt.Tracks(other) {
+		t.Fatal("an object without output is tracked")
+	}
+}

@@ -22,6 +22,10 @@ var targetVerbs = map[opv1a1.TargetType][]string{
 	opv1a1.Applier: {"patch"},
 }
 
+// accessReviews bounds the SelfSubjectAccessReviews a controller's start
+// has in flight.
+const accessReviews = 8
+
 // checkAccess asks the API server (SelfSubjectAccessReview) whether the
 // manager may do what the controller needs on its native sources and target,
 // so that a missing RBAC rule is reported up front with the verb and the
@@ -52,8 +56,9 @@ func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) err
 		_, rel, _ := strings.Cut(t.Path, "].")
 		needs = append(needs, need{rel, t.GVK, verbs})
 	}
-	// Each distinct (resource, verb) is asked once, all at once: the
-	// reviews are independent, and a controller's start waits for them.
+	// Each distinct (resource, verb) is asked once, up to accessReviews at
+	// a time: the reviews are independent, and a controller's start waits
+	// for them.
 	type ask struct {
 		res  schema.GroupVersionResource
 		verb string
@@ -78,8 +83,11 @@ func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) err
 	errs := make([]error, len(asks))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	sem := make(chan struct{}, accessReviews)
 	for i, a := range asks {
 		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
 			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 				ResourceAttributes: &authorizationv1.ResourceAttributes{
 					Verb: a.verb, Group: a.res.Group, Version: a.res.Version, Resource: a.res.Resource,

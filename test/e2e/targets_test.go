@@ -336,3 +336,51 @@ func TestTargetRestored(t *testing.T) {
 	eventually(t, 40*time.Second, want("copy after the fight", copyV, "1"))
 	mustKubectl(t, "", "delete", "operators.dcontroller.io", "restorer")
 }
+
+const recreateOperator = `apiVersion: dcontroller.io/v1alpha1
+kind: Operator
+metadata:
+  name: recreate-mark
+spec:
+  controllers:
+    - name: mark
+      sources: [{apiGroup: "", kind: ConfigMap, namespace: e2e-recreate, labelSelector: {matchLabels: {role: src}}}]
+      pipeline:
+        "@project":
+          metadata:
+            name: {"@concat": ["$.metadata.name", "-tgt"]}
+            namespace: "$.metadata.namespace"
+            annotations: {"e2e.dcontroller.io/v": "$.data.v"}
+      target: {apiGroup: "", kind: ConfigMap, type: Patcher}
+`
+
+// TestPatcherTargetRecreated: a Patcher's target object, another object
+// than its source, that someone deletes and creates again is patched again
+// within seconds, each time, with no change of the source.
+func TestPatcherTargetRecreated(t *testing.T) {
+	startManager(t)
+	mustKubectl(t, "", "create", "namespace", "e2e-recreate")
+	t.Cleanup(func() {
+		_, _ = kubectl(t, "", "delete", "operators.dcontroller.io", "recreate-mark", "--ignore-not-found")
+		_, _ = kubectl(t, "", "delete", "namespace", "e2e-recreate", "--wait=false")
+	})
+	mustKubectl(t, recreateOperator, "apply", "-f", "-")
+	mustKubectl(t, "", "-n", "e2e-recreate", "create", "configmap", "src", "--from-literal=v=1")
+	mustKubectl(t, "", "-n", "e2e-recreate", "label", "configmap", "src", "role=src")
+	mustKubectl(t, "", "-n", "e2e-recreate", "create", "configmap", "src-tgt", "--from-literal=k=v")
+	mark := func() string {
+		got, err := kubectl(t, "", "-n", "e2e-recreate", "get", "configmap", "src-tgt", "-o", `jsonpath={.metadata.annotations.e2e\.dcontroller\.io/v}`)
+		if err != nil || got != "1" {
+			return fmt.Sprintf("mark %q (err %v)", got, err)
+		}
+		return ""
+	}
+	eventually(t, 20*time.Second, mark)
+	for i := range 3 {
+		mustKubectl(t, "", "-n", "e2e-recreate", "delete", "configmap", "src-tgt")
+		mustKubectl(t, "", "-n", "e2e-recreate", "create", "configmap", "src-tgt", "--from-literal=k=v")
+		start := time.Now()
+		eventually(t, 15*time.Second, mark)
+		t.Logf("re-creation %d: patched again after %v", i+1, time.Since(start).Round(10*time.Millisecond))
+	}
+}
