@@ -240,6 +240,26 @@ func (r *Reconciler) stop(op *opv1a1.Operator, deleted bool, msg string) {
 	}
 }
 
+// mergeConditions returns the conditions prev (as last written) updated
+// with cur (as the runtime reports them now), a new slice: a condition
+// whose status is unchanged keeps its lastTransitionTime; one whose status
+// flips gets now (truncated to the second, as the API server stores it),
+// not the time cur carries, which is that of the controller's start (API
+// conventions: lastTransitionTime is when the condition last changed from
+// one status to another); a new one keeps cur's.
+func mergeConditions(prev, cur []metav1.Condition, now time.Time) []metav1.Condition {
+	// A copy: SetStatusCondition changes conditions in place, and the
+	// caller's must stay as read, to compare with and to announce changes.
+	conds := append([]metav1.Condition(nil), prev...)
+	for _, c := range cur {
+		if p := meta.FindStatusCondition(conds, c.Type); p != nil && p.Status != c.Status {
+			c.LastTransitionTime = metav1.NewTime(now.UTC().Truncate(time.Second))
+		}
+		meta.SetStatusCondition(&conds, c)
+	}
+	return conds
+}
+
 func (r *Reconciler) updateStatus(ctx context.Context, op *opv1a1.Operator) error {
 	st, ok := r.Runtime.Status(op.Name, op.Generation)
 	if !ok {
@@ -253,14 +273,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, op *opv1a1.Operator) erro
 	for i := range st.Controllers {
 		cs := &st.Controllers[i]
 		prev := old[cs.Name]
-		// A copy: SetStatusCondition changes conditions in place, and op's
-		// own must stay as read, to compare with and to announce changes.
-		conds := append([]metav1.Condition(nil), prev.Conditions...)
-		for _, c := range cs.Conditions {
-			// Keeps lastTransitionTime unless the status flips.
-			meta.SetStatusCondition(&conds, c)
-		}
-		cs.Conditions = conds
+		cs.Conditions = mergeConditions(prev.Conditions, cs.Conditions, time.Now())
 	}
 	next.Status = st
 	next.Status.Summarize()

@@ -867,6 +867,10 @@ func (run *running) setWaiting(name, what string) {
 	}
 }
 
+// AccessCheckTimeout bounds the RBAC check of a controller's start; a
+// check that runs out of it fails the start, which is retried.
+const AccessCheckTimeout = 30 * time.Second
+
 // RetryInitialDelay and RetryMaxDelay bound the backoff of retried
 // controller starts.
 const (
@@ -914,7 +918,11 @@ func (r *Runtime) startOne(ctx context.Context, run *running, opName string, i i
 		log.Error(err, "invalid controller")
 		return ReasonInvalidSpec, err
 	}
-	if err := r.checkAccess(ctx, c); err != nil {
+	run.setWaiting(controllerName(i, spec), fmt.Sprintf("checking the manager's RBAC access to its sources and targets (SelfSubjectAccessReviews, up to %s)", AccessCheckTimeout))
+	actx, cancel := context.WithTimeout(ctx, AccessCheckTimeout)
+	err = r.checkAccess(actx, c)
+	cancel()
+	if err != nil {
 		err = fmt.Errorf("spec.controllers[%d].%w", i, err)
 		var fe *forbiddenError
 		if errors.As(err, &fe) {
