@@ -494,11 +494,27 @@ func (c *Controller) RetryFailed(ctx context.Context) (int, error) {
 // Resync repairs drift of every target (see Target.resync). Periodic
 // sources and manager starts call it.
 func (c *Controller) Resync(ctx context.Context) error {
+	return c.resync(ctx, false)
+}
+
+// ResyncRest is Resync of the target keys whose last write did not
+// succeed, or that were not written at all (objects that carry the
+// controller's record with no output for them): the resync of a start,
+// right after its first batch. The keys that batch wrote were written
+// against the cache's state of a moment ago, which may not hold the
+// writes' own echoes yet: looking at them again now would take the cache's
+// lag for a change by someone else and write them a second time. A change
+// by someone else reaches them as a watch event (RestoreTarget).
+func (c *Controller) ResyncRest(ctx context.Context) error {
+	return c.resync(ctx, true)
+}
+
+func (c *Controller) resync(ctx context.Context, skipWritten bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
 	for _, t := range c.targets {
-		errs = append(errs, t.resync(ctx)...)
+		errs = append(errs, t.resync(ctx, skipWritten)...)
 	}
 	return errors.Join(errs...)
 }

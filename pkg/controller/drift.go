@@ -368,9 +368,10 @@ func (t *Target) ContestedMessage() string {
 // the objects that carry its owner annotation but are no longer in the
 // pipeline output, and a Patcher removes the fields the
 // PatchRecordAnnotation of an object lists when the output has nothing for
-// that object any more. It never touches objects it did not write. The
-// caller holds the controller's mu.
-func (t *Target) resync(ctx context.Context) []error {
+// that object any more. It never touches objects it did not write. With
+// skipWritten, keys whose last write succeeded are left out (see
+// Controller.ResyncRest). The caller holds the controller's mu.
+func (t *Target) resync(ctx context.Context, skipWritten bool) []error {
 	var errs []error
 	keys := map[object.Key]bool{}
 	t.mu.Lock()
@@ -413,6 +414,15 @@ func (t *Target) resync(ctx context.Context) []error {
 				keys[object.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}] = true
 			}
 		}
+	}
+	if skipWritten {
+		t.mu.Lock()
+		for k := range keys {
+			if t.keys[k].written.set && !t.failed[k] {
+				delete(keys, k)
+			}
+		}
+		t.mu.Unlock()
 	}
 	sorted := sortedKeys(keys)
 	if t.Type != opv1a1.Patcher {

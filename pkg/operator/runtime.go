@@ -1120,7 +1120,7 @@ func (r *Runtime) startController(ctx context.Context, run *running, rc *running
 	_ = c.HandleBatch(ctx, initial)
 	run.loaded.Add(int64(len(initial)))
 	_ = c.Start(ctx)
-	_ = c.Resync(ctx)
+	_ = c.ResyncRest(ctx)
 	if c.Pending() > 0 {
 		rc.queue.AddRateLimited(itemKey{retry: true})
 	}
