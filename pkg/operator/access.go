@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -63,9 +62,13 @@ func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) err
 		res  schema.GroupVersionResource
 		verb string
 	}
+	// answer is one review's outcome, written by its own goroutine.
+	type answer struct {
+		allowed bool
+		err     error
+	}
 	mappings := make([]schema.GroupVersionResource, len(needs))
-	allowed := map[ask]bool{}
-	var asks []ask
+	answers := map[ask]*answer{}
 	for i, n := range needs {
 		m, err := r.opts.RESTMapper.RESTMapping(n.gvk.GroupKind(), n.gvk.Version)
 		if err != nil {
@@ -73,18 +76,14 @@ func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) err
 		}
 		mappings[i] = m.Resource
 		for _, verb := range n.verbs {
-			a := ask{m.Resource, verb}
-			if _, seen := allowed[a]; !seen {
-				allowed[a] = false
-				asks = append(asks, a)
+			if a := (ask{m.Resource, verb}); answers[a] == nil {
+				answers[a] = &answer{}
 			}
 		}
 	}
-	errs := make([]error, len(asks))
 	var wg sync.WaitGroup
-	var mu sync.Mutex
 	sem := make(chan struct{}, accessReviews)
-	for i, a := range asks {
+	for a, ans := range answers {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
@@ -93,22 +92,19 @@ func (r *Runtime) checkAccess(ctx context.Context, c *controller.Controller) err
 					Verb: a.verb, Group: a.res.Group, Version: a.res.Version, Resource: a.res.Resource,
 				},
 			}}
-			if errs[i] = r.opts.Client.Create(ctx, review); errs[i] == nil {
-				mu.Lock()
-				allowed[a] = review.Status.Allowed
-				mu.Unlock()
-			}
+			ans.err = r.opts.Client.Create(ctx, review)
+			ans.allowed = ans.err == nil && review.Status.Allowed
 		})
 	}
 	wg.Wait()
 	for i, n := range needs {
 		var missing []string
 		for _, verb := range n.verbs {
-			a := ask{mappings[i], verb}
-			if err := errs[slices.Index(asks, a)]; err != nil {
-				return fmt.Errorf("%s: checking RBAC access: %w", n.path, err)
+			ans := answers[ask{mappings[i], verb}]
+			if ans.err != nil {
+				return fmt.Errorf("%s: checking RBAC access: %w", n.path, ans.err)
 			}
-			if !allowed[a] {
+			if !ans.allowed {
 				missing = append(missing, verb)
 			}
 		}

@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -98,31 +97,11 @@ func (k kubeClient) Patch(ctx context.Context, gvk schema.GroupVersionKind, key 
 // patch sends a merge patch to the object of key or to its subresource
 // ("" for none); see Patch.
 func (k kubeClient) patch(ctx context.Context, gvk schema.GroupVersionKind, key object.Key, mergePatch []byte, subresource string) error {
-	fm := controller.FieldManagerFrom(ctx)
-	if p, ok := k.c.(watchcodec.AnswerlessPatcher); ok {
-		var opts []client.PatchOption
-		if fm != "" {
-			opts = append(opts, client.FieldOwner(fm))
-		}
-		return p.PatchAnswerless(ctx, gvk, key.Namespace, key.Name, types.MergePatchType, mergePatch, subresource, opts...)
-	}
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gvk)
-	m.SetNamespace(key.Namespace)
-	m.SetName(key.Name)
-	patch := client.RawPatch(types.MergePatchType, mergePatch)
-	if subresource != "" {
-		var opts []client.SubResourcePatchOption
-		if fm != "" {
-			opts = append(opts, client.FieldOwner(fm))
-		}
-		return k.c.SubResource(subresource).Patch(ctx, m, patch, opts...)
-	}
 	var opts []client.PatchOption
-	if fm != "" {
+	if fm := controller.FieldManagerFrom(ctx); fm != "" {
 		opts = append(opts, client.FieldOwner(fm))
 	}
-	return k.c.Patch(ctx, m, patch, opts...)
+	return watchcodec.PatchAnswerless(ctx, k.c, gvk, key.Namespace, key.Name, types.MergePatchType, mergePatch, subresource, opts...)
 }
 
 func (k kubeClient) Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string) error {

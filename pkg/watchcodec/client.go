@@ -42,13 +42,7 @@ func NewClient(cfg *rest.Config, opts client.Options) (client.Client, error) {
 	// The metadata client's configuration (client-go metadata.ConfigFor):
 	// its negotiator decodes the protobuf and JSON Status of a refused
 	// write.
-	mcfg := metadata.ConfigFor(dcfg)
-	if opts.HTTPClient != nil {
-		w.meta, err = rest.UnversionedRESTClientForConfigAndClient(mcfg, opts.HTTPClient)
-	} else {
-		w.meta, err = rest.UnversionedRESTClientFor(mcfg)
-	}
-	if err != nil {
+	if w.meta, err = unversionedClient(metadata.ConfigFor(dcfg), opts.HTTPClient); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -91,20 +85,36 @@ type writeClient struct {
 	meta rest.Interface
 }
 
+// PatchAnswerless sends a patch through c's PatchAnswerless when c is an
+// AnswerlessPatcher, else through c with a PartialObjectMetadata object
+// (controller-runtime's metadata client, which decodes the answer); the
+// arguments are AnswerlessPatcher.PatchAnswerless's.
+func PatchAnswerless(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, namespace, name string, pt types.PatchType, data []byte, subresource string, opts ...client.PatchOption) error {
+	if p, ok := c.(AnswerlessPatcher); ok {
+		return p.PatchAnswerless(ctx, gvk, namespace, name, pt, data, subresource, opts...)
+	}
+	return patchMetadata(ctx, c, gvk, namespace, name, pt, data, subresource, opts)
+}
+
+// patchMetadata sends a patch through c's metadata client.
+func patchMetadata(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, namespace, name string, pt types.PatchType, data []byte, subresource string, opts []client.PatchOption) error {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	m.SetNamespace(namespace)
+	m.SetName(name)
+	if subresource != "" {
+		return c.SubResource(subresource).Patch(ctx, m, client.RawPatch(pt, data), subResourcePatchOptions(opts)...)
+	}
+	return c.Patch(ctx, m, client.RawPatch(pt, data), opts...)
+}
+
 // partialObjectMetadataAccept is the Accept header of client-go's metadata
 // client: the object's metadata only, in protobuf when the API server can.
 const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 func (c *writeClient) PatchAnswerless(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, pt types.PatchType, data []byte, subresource string, opts ...client.PatchOption) error {
 	if c.meta == nil || name == "" {
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(gvk)
-		m.SetNamespace(namespace)
-		m.SetName(name)
-		if subresource != "" {
-			return c.Client.SubResource(subresource).Patch(ctx, m, client.RawPatch(pt, data), subResourcePatchOptions(opts)...)
-		}
-		return c.Client.Patch(ctx, m, client.RawPatch(pt, data), opts...)
+		return patchMetadata(ctx, c.Client, gvk, namespace, name, pt, data, subresource, opts)
 	}
 	mapping, err := c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {

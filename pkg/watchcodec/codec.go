@@ -81,18 +81,20 @@ func NewDynamic(cfg *rest.Config, httpClient *http.Client) (dynamic.Interface, e
 
 // NewDynamicWithOptions is NewDynamic with decoders set by opts.
 func NewDynamicWithOptions(cfg *rest.Config, httpClient *http.Client, opts Options) (dynamic.Interface, error) {
-	c := DynamicConfigWithOptions(cfg, opts)
-	var rc *rest.RESTClient
-	var err error
-	if httpClient != nil {
-		rc, err = rest.UnversionedRESTClientForConfigAndClient(c, httpClient)
-	} else {
-		rc, err = rest.UnversionedRESTClientFor(c)
-	}
+	rc, err := unversionedClient(DynamicConfigWithOptions(cfg, opts), httpClient)
 	if err != nil {
 		return nil, err
 	}
 	return dynamic.New(rc), nil
+}
+
+// unversionedClient is a REST client of cfg over httpClient, or over one
+// made from cfg when httpClient is nil.
+func unversionedClient(cfg *rest.Config, httpClient *http.Client) (*rest.RESTClient, error) {
+	if httpClient != nil {
+		return rest.UnversionedRESTClientForConfigAndClient(cfg, httpClient)
+	}
+	return rest.UnversionedRESTClientFor(cfg)
 }
 
 // Wrap returns ns with its application/json serializer (the decoder of

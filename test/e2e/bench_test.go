@@ -400,23 +400,40 @@ func (p *dctlProcess) peakRSS(b *testing.B) int64 {
 	return p.status(b, "VmHWM:")
 }
 
-// cpuTime is the CPU time (user and system) the process has used, from
-// /proc/PID/stat (fields 14 and 15, in clock ticks of 10ms: USER_HZ is 100
-// on Linux, proc(5)).
+// cpuTime is the CPU time (user and system) the process has used (see
+// parseStat).
 func (p *dctlProcess) cpuTime(b *testing.B) time.Duration {
 	b.Helper()
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	_, _, cpu, err := parseStat(stat)
+	if err != nil {
+		b.Fatalf("/proc/%d/stat: %v", p.cmd.Process.Pid, err)
+	}
+	return cpu
+}
+
+// parseStat reads the command name, the parent's PID and the CPU time
+// (user and system) from a /proc/PID/stat: fields 2, 4, 14 and 15, the
+// times in clock ticks of 10ms (USER_HZ is 100 on Linux, proc(5)). The
+// command name is in parentheses and may hold spaces.
+func parseStat(stat []byte) (comm, ppid string, cpu time.Duration, err error) {
+	open, closing := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || closing < open {
+		return "", "", 0, fmt.Errorf("no command name in %q", stat)
+	}
+	f := strings.Fields(string(stat[closing+1:]))
+	if len(f) < 13 {
+		return "", "", 0, fmt.Errorf("%d fields after the command name", len(f))
+	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		b.Fatalf("/proc/%d/stat: %v %v", p.cmd.Process.Pid, err1, err2)
+		return "", "", 0, fmt.Errorf("CPU times: %v %v", err1, err2)
 	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return string(stat[open+1 : closing]), f[1], time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // status reads a size field of the process's /proc/PID/status ("VmHWM:",
@@ -574,8 +591,7 @@ func controlPlaneCPU(b *testing.B) time.Duration {
 
 // childCPU is the CPU time (user and system) each process this test
 // process started has used so far, by command name (several of one name
-// summed), from /proc/PID/stat (fields 14 and 15, in clock ticks of 10ms:
-// USER_HZ is 100 on Linux, proc(5)).
+// summed), from /proc/PID/stat (see parseStat).
 func childCPU(b *testing.B) map[string]time.Duration {
 	b.Helper()
 	out := map[string]time.Duration{}
@@ -592,20 +608,9 @@ func childCPU(b *testing.B) map[string]time.Duration {
 		if err != nil {
 			continue
 		}
-		open, closing := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
-		if open < 0 || closing < open {
-			continue
+		if comm, ppid, cpu, err := parseStat(stat); err == nil && ppid == self {
+			out[comm] += cpu
 		}
-		f := strings.Fields(string(stat[closing+1:]))
-		if len(f) < 13 || f[1] != self {
-			continue
-		}
-		utime, err1 := strconv.ParseInt(f[11], 10, 64)
-		stime, err2 := strconv.ParseInt(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		out[string(stat[open+1:closing])] += time.Duration(utime+stime) * 10 * time.Millisecond
 	}
 	return out
 }
