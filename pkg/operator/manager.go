@@ -178,7 +178,13 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the dynamic client: %w", err)
 	}
-	watches.dyn, watches.mapper = watchDyn, mgr.GetRESTMapper()
+	// The kinds built into the API server are watched in protobuf
+	// (watchcodec.Options.Protobuf).
+	protoDyn, err := watchcodec.NewDynamicWithOptions(cfg, mgr.GetHTTPClient(), watchcodec.Options{DropManagedFields: true, Protobuf: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the dynamic client: %w", err)
+	}
+	watches.dyn, watches.protoDyn, watches.mapper = watchDyn, protoDyn, mgr.GetRESTMapper()
 	rt := NewRuntime(RuntimeOptions{
 		Dynamic:         dyn,
 		Discovery:       disc,
@@ -208,8 +214,9 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 // its list/watch results (informers.RecordErrors) for
 // informers.SyncError and informers.NotServed.
 type unstructuredWatches struct {
-	dyn    dynamic.Interface
-	mapper meta.RESTMapper
+	dyn      dynamic.Interface
+	protoDyn dynamic.Interface // for the kinds of watchcodec.Protobuf
+	mapper   meta.RESTMapper
 }
 
 func (w *unstructuredWatches) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
@@ -217,7 +224,11 @@ func (w *unstructuredWatches) newInformer(lw toolscache.ListerWatcher, obj runti
 		if crlw, ok := lw.(*toolscache.ListWatch); ok {
 			gvk := u.GroupVersionKind()
 			if m, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
-				res := w.dyn.Resource(m.Resource)
+				dyn := w.dyn
+				if w.protoDyn != nil && watchcodec.Protobuf(m.GroupVersionKind) {
+					dyn = w.protoDyn
+				}
+				res := dyn.Resource(m.Resource)
 				lw = &toolscache.ListWatch{
 					ListWithContextFunc: crlw.ListWithContextFunc,
 					WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {

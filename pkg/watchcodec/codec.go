@@ -57,6 +57,15 @@ type Options struct {
 	// are cached and never asked for their field managers, where that
 	// field is most of what decoding an object allocates.
 	DropManagedFields bool
+	// Protobuf asks for objects in protobuf where the API server has it
+	// (see Protobuf) and decodes them into the Unstructured objects the
+	// JSON decoders make of the same objects: the API server encodes an
+	// object once per media type for all its watchers, and the other
+	// clients of a cluster (kube-controller-manager, kubelets) watch the
+	// built-in kinds in protobuf, so that a watch in JSON costs it an
+	// encoding of each event of its own. For watches only: a list through
+	// such a client is decoded by client-go's decoders.
+	Protobuf bool
 }
 
 // DynamicConfig returns the dynamic client's configuration for cfg
@@ -70,6 +79,9 @@ func DynamicConfig(cfg *rest.Config) *rest.Config {
 func DynamicConfigWithOptions(cfg *rest.Config, opts Options) *rest.Config {
 	out := dynamic.ConfigFor(cfg)
 	out.NegotiatedSerializer = WrapWithOptions(out.NegotiatedSerializer, opts)
+	if opts.Protobuf {
+		out.AcceptContentTypes = acceptProtobuf
+	}
 	return out
 }
 
@@ -100,7 +112,7 @@ func unversionedClient(cfg *rest.Config, httpClient *http.Client) (*rest.RESTCli
 // Wrap returns ns with its application/json serializer (the decoder of
 // responses and of watched objects) and stream serializer (the decoder of
 // watch envelopes) replaced by one-parse decoders that fall back to ns's
-// own. Other media types are unchanged.
+// own. Other media types are unchanged; Options.Protobuf adds protobuf.
 func Wrap(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
 	return WrapWithOptions(ns, Options{})
 }
@@ -118,6 +130,11 @@ func WrapWithOptions(ns runtime.NegotiatedSerializer, opts Options) runtime.Nego
 			s.Serializer = envelopeSerializer{Serializer: ss.Serializer}
 			s.Framer = jsonFramer
 			infos[i].StreamSerializer = &s
+		}
+	}
+	if opts.Protobuf {
+		if info, ok := protobufInfo(opts); ok {
+			infos = append(infos, info)
 		}
 	}
 	return negotiated{NegotiatedSerializer: ns, infos: infos}

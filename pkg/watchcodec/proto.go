@@ -1,0 +1,95 @@
+package watchcodec
+
+import (
+	"reflect"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+)
+
+// acceptProtobuf is the Accept header of a client with Options.Protobuf:
+// protobuf where the API server has it (the kinds built into it), JSON
+// elsewhere (custom resources, which it serves in JSON only).
+const acceptProtobuf = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+
+// Protobuf reports whether a client with Options.Protobuf receives
+// objects of kind gvk in protobuf: a kind of client-go's scheme (the
+// kinds built into kube-apiserver, in the versions client-go knows), not
+// one of the meta.k8s.io kinds. Others are received in JSON.
+func Protobuf(gvk schema.GroupVersionKind) bool {
+	if v, ok := protobufKinds.Load(gvk); ok {
+		return v.(bool)
+	}
+	t, ok := clientgoscheme.Scheme.AllKnownTypes()[gvk]
+	// The meta.k8s.io kinds are registered in every group version
+	// (WatchEvent, the option kinds) or as unversioned (Status, APIGroup).
+	ok = ok && t.PkgPath() != metaPkgPath
+	protobufKinds.Store(gvk, ok)
+	return ok
+}
+
+var (
+	protobufKinds sync.Map // schema.GroupVersionKind -> bool
+	metaPkgPath   = reflect.TypeFor[metav1.Status]().PkgPath()
+)
+
+// protobufInfo is client-go's protobuf media type (its length-delimited
+// watch framing and envelope decoder) with an object decoder that makes
+// Unstructured objects of the kinds client-go's scheme knows.
+func protobufInfo(opts Options) (runtime.SerializerInfo, bool) {
+	for _, info := range clientgoscheme.Codecs.WithoutConversion().SupportedMediaTypes() {
+		if info.MediaType == runtime.ContentTypeProtobuf {
+			info.Serializer = protobufSerializer{Serializer: info.Serializer, opts: opts}
+			return info, true
+		}
+	}
+	return runtime.SerializerInfo{}, false
+}
+
+// protobufSerializer decodes a protobuf object (a watch event's object,
+// a response) into an Unstructured when the caller asks for no particular
+// type or for an Unstructured: into the typed object of client-go's
+// scheme, then into the map decodeJSON makes of the object's JSON
+// (toUnstructured), so that what the cache holds does not depend on the
+// media type. A meta.k8s.io kind (the Status of an ERROR event or of a
+// refused request) stays typed, as client-go's JSON decoder makes it.
+type protobufSerializer struct {
+	runtime.Serializer
+	opts Options
+}
+
+func (s protobufSerializer) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	u, unstr := into.(*unstructured.Unstructured)
+	if (into != nil && !unstr) || (unstr && u == nil) {
+		return s.Serializer.Decode(data, defaults, into)
+	}
+	obj, gvk, err := s.Serializer.Decode(data, defaults, nil)
+	if err != nil {
+		return nil, gvk, err
+	}
+	if !Protobuf(*gvk) || meta.IsListType(obj) {
+		return obj, gvk, nil
+	}
+	if s.opts.DropManagedFields {
+		if acc, err := meta.Accessor(obj); err == nil {
+			acc.SetManagedFields(nil)
+		}
+	}
+	m, err := toUnstructured(obj)
+	if err != nil {
+		return nil, gvk, err
+	}
+	m["apiVersion"] = internString(gvk.GroupVersion().String())
+	m["kind"] = internString(gvk.Kind)
+	decodedOnce.Add(1)
+	if unstr {
+		u.Object = m
+		return u, gvk, nil
+	}
+	return &unstructured.Unstructured{Object: m}, gvk, nil
+}
