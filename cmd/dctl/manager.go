@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
@@ -34,6 +35,7 @@ type managerFlags struct {
 	qps              float32
 	burst            int
 	compression      bool
+	contentType      string
 	limits           limitFlags
 	// Set by Metacontroller's flags (dctl start only; metacontrollerFlags).
 	syncPeriod         time.Duration
@@ -147,6 +149,9 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 		"when --kube-api-qps is 0 or more (0: client-go's default of 10)")
 	fs.BoolVar(&f.compression, "kube-api-compression", false, "ask the Kubernetes API server for gzip-compressed responses (it compresses responses over 128 KiB and the informers' watches, which start with their list): "+
 		"less traffic for more CPU on both sides, worth it below about 1 Gbit/s to the API server; a kubeconfig's disable-compression still turns it off")
+	fs.StringVar(&f.contentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "media type the manager's informers ask the Kubernetes API server for the kinds built into it in: "+
+		runtime.ContentTypeProtobuf+" (the API server encodes each change once for all its protobuf watchers, as kube-controller-manager's and kubelets' are; "+
+		"used when the API server is no newer than dctl's Kubernetes types, else JSON) or "+runtime.ContentTypeJSON+"; custom resources are always JSON")
 	fs.DurationVar(&f.releaseStartupAfter, "release-startup-pages-after", defaultReleaseStartupAfter,
 		"after each step of the start (initialised, manager built, informers synced) and once more when this long has passed since the sync, "+
 			"return the heap's free pages to the system and unmap the executable's read-only pages the step touched "+
@@ -225,6 +230,9 @@ func (f *managerFlags) newManager(log logr.Logger) (ctrl.Manager, *operator.Runt
 	if f.releaseStartupAfter < 0 {
 		return nil, nil, fmt.Errorf("--release-startup-pages-after %s: want 0 (never) or a positive duration", f.releaseStartupAfter)
 	}
+	if f.contentType != runtime.ContentTypeProtobuf && f.contentType != runtime.ContentTypeJSON {
+		return nil, nil, fmt.Errorf("--kube-api-content-type %q: want %s or %s", f.contentType, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON)
+	}
 	cfg, err := f.restConfig()
 	if err != nil {
 		return nil, nil, err
@@ -242,6 +250,7 @@ func (f *managerFlags) newManager(log logr.Logger) (ctrl.Manager, *operator.Runt
 		Logger:                     log,
 		MaxDeltaEntries:            f.limits.maxDeltaEntries,
 		MaxObjectBytes:             f.limits.maxObjectBytes,
+		WatchContentType:           f.contentType,
 		EvalLimits:                 f.limits.evalLimits(),
 		KindLimits:                 f.limits.kindLimits(),
 	})

@@ -82,6 +82,23 @@ func TestNegativeReleaseDelayRefused(t *testing.T) {
 	}
 }
 
+// TestContentTypeRefused: --kube-api-content-type takes protobuf or JSON;
+// anything else is an error naming the flag.
+func TestContentTypeRefused(t *testing.T) {
+	for _, v := range []string{"application/yaml", "json", ""} {
+		f := &managerFlags{}
+		cmd := &cobra.Command{Use: "x"}
+		f.register(cmd, "0", "0")
+		if err := cmd.Flags().Parse([]string{"--kube-api-content-type", v}); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := f.newManager(logr.Discard())
+		if err == nil || !strings.Contains(err.Error(), "--kube-api-content-type") {
+			t.Errorf("newManager with --kube-api-content-type %q: %v, want an error naming the flag", v, err)
+		}
+	}
+}
+
 // TestRestConfigCompression: the manager asks for uncompressed responses
 // (rest.Config.DisableCompression, which keeps client-go's transport from
 // sending Accept-Encoding: gzip) unless --kube-api-compression is given,

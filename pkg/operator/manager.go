@@ -71,6 +71,15 @@ type ManagerOptions struct {
 	MaxObjectBytes  int
 	EvalLimits      expression.Limits
 	KindLimits      controller.KindLimits
+	// WatchContentType is the media type the cache's watches ask for the
+	// kinds built into the API server in: runtime.ContentTypeProtobuf
+	// ("" too), which the API server encodes once for all the watchers
+	// of a kind that ask for it (its other clients do), or
+	// runtime.ContentTypeJSON. Protobuf is used only when the API server
+	// is no newer than this program's Kubernetes types
+	// (watchcodec.ProtobufLossless); the cache's objects are the same
+	// either way.
+	WatchContentType string
 }
 
 // DefaultLeaderElectionID names the leader-election lock when
@@ -178,13 +187,10 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the dynamic client: %w", err)
 	}
-	// The kinds built into the API server are watched in protobuf
-	// (watchcodec.Options.Protobuf).
-	protoDyn, err := watchcodec.NewDynamicWithOptions(cfg, mgr.GetHTTPClient(), watchcodec.Options{DropManagedFields: true, Protobuf: true})
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating the dynamic client: %w", err)
+	watches.dyn, watches.mapper = watchDyn, mgr.GetRESTMapper()
+	if watches.protobuf, err = protobufWatches(cfg, mgr.GetHTTPClient(), disc, opts); err != nil {
+		return nil, nil, err
 	}
-	watches.dyn, watches.protoDyn, watches.mapper = watchDyn, protoDyn, mgr.GetRESTMapper()
 	rt := NewRuntime(RuntimeOptions{
 		Dynamic:         dyn,
 		Discovery:       disc,
@@ -202,6 +208,48 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 	return mgr, rt, nil
 }
 
+// protobufWatches checks opts.WatchContentType and returns the function
+// that gives the dynamic client watching the kinds built into the API
+// server in protobuf (watchcodec.Options.Protobuf), or nil when the API
+// server is newer than this program's Kubernetes types (logged once) or
+// opts ask for JSON. The API server's version is asked when the first
+// such kind is watched, and again after an error (that watch is in JSON).
+func protobufWatches(cfg *rest.Config, httpClient *http.Client, disc discovery.DiscoveryInterface, opts ManagerOptions) (func() dynamic.Interface, error) {
+	switch opts.WatchContentType {
+	case runtime.ContentTypeJSON:
+		return func() dynamic.Interface { return nil }, nil
+	case "", runtime.ContentTypeProtobuf:
+	default:
+		return nil, fmt.Errorf("watch content type %q: want %s or %s", opts.WatchContentType, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON)
+	}
+	dyn, err := watchcodec.NewDynamicWithOptions(cfg, httpClient, watchcodec.Options{DropManagedFields: true, Protobuf: true})
+	if err != nil {
+		return nil, fmt.Errorf("creating the dynamic client: %w", err)
+	}
+	var mu sync.Mutex
+	var decided, lossless bool
+	return func() dynamic.Interface {
+		mu.Lock()
+		defer mu.Unlock()
+		if !decided {
+			server, err := disc.ServerVersion()
+			if err != nil {
+				opts.Logger.Info("watching in JSON: the API server's version is unknown", "error", err.Error())
+				return nil
+			}
+			var why string
+			decided = true
+			if lossless, why = watchcodec.ProtobufLossless(server); !lossless {
+				opts.Logger.Info("watching every kind in JSON: "+why, "server", server.GitVersion)
+			}
+		}
+		if !lossless {
+			return nil
+		}
+		return dyn
+	}, nil
+}
+
 // unstructuredWatches is the cache's informer constructor: an informer of
 // unstructured objects watches through a dynamic client whose decoder
 // parses each event once (pkg/watchcodec) instead of controller-runtime's
@@ -210,13 +258,16 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 // server cannot stream the initial state as watch events) stay
 // controller-runtime's. The watch asks what controller-runtime's would for
 // the manager's cache options: the whole cluster (no DefaultNamespaces),
-// no selector, bookmarks on. Every informer of a kind with a GVK records
+// no selector, bookmarks on; in protobuf for the kinds built into the API
+// server (protobufWatches). Every informer of a kind with a GVK records
 // its list/watch results (informers.RecordErrors) for
 // informers.SyncError and informers.NotServed.
 type unstructuredWatches struct {
-	dyn      dynamic.Interface
-	protoDyn dynamic.Interface // for the kinds of watchcodec.Protobuf
-	mapper   meta.RESTMapper
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+	// protobuf gives the client for the kinds of watchcodec.Protobuf,
+	// nil for JSON (protobufWatches).
+	protobuf func() dynamic.Interface
 }
 
 func (w *unstructuredWatches) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
@@ -225,8 +276,10 @@ func (w *unstructuredWatches) newInformer(lw toolscache.ListerWatcher, obj runti
 			gvk := u.GroupVersionKind()
 			if m, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
 				dyn := w.dyn
-				if w.protoDyn != nil && watchcodec.Protobuf(m.GroupVersionKind) {
-					dyn = w.protoDyn
+				if w.protobuf != nil && watchcodec.Protobuf(m.GroupVersionKind) {
+					if p := w.protobuf(); p != nil {
+						dyn = p
+					}
 				}
 				res := dyn.Resource(m.Resource)
 				lw = &toolscache.ListWatch{

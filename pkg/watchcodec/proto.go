@@ -1,7 +1,10 @@
 package watchcodec
 
 import (
+	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -9,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
@@ -92,4 +96,26 @@ func (s protobufSerializer) Decode(data []byte, defaults *schema.GroupVersionKin
 		return u, gvk, nil
 	}
 	return &unstructured.Unstructured{Object: m}, gvk, nil
+}
+
+// KubeTypesMinor is the minor version of the Kubernetes API types this
+// program is built with: the k8s.io/api module v0.N.x of go.mod is
+// Kubernetes 1.N (a test holds the two equal).
+const KubeTypesMinor = 37
+
+// ProtobufLossless reports, with the reason when not, whether objects of
+// the kinds of Protobuf decode from server's protobuf without loss into
+// the types of client-go's scheme: when the server is Kubernetes 1.N with
+// N at most KubeTypesMinor. A newer server's kinds can have fields the
+// types lack, which protobuf decoding drops without a word, where JSON
+// keeps every field (Kubernetes adds API fields in minor releases only).
+func ProtobufLossless(server *version.Info) (bool, string) {
+	minor, err := strconv.Atoi(strings.TrimSuffix(server.Minor, "+"))
+	if server.Major != "1" || err != nil {
+		return false, fmt.Sprintf("the API server's version %q.%q is not one of Kubernetes 1.x", server.Major, server.Minor)
+	}
+	if minor > KubeTypesMinor {
+		return false, fmt.Sprintf("the API server (1.%d) is newer than this program's Kubernetes types (1.%d)", minor, KubeTypesMinor)
+	}
+	return true, ""
 }
