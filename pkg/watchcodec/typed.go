@@ -14,8 +14,11 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // toUnstructured returns the map decodeJSON makes of encoding/json's
@@ -30,12 +33,16 @@ import (
 // (",string") or a map key it cannot name is encoded with encoding/json
 // and decoded. It returns encoding/json's error where Marshal fails (a
 // MarshalJSON error, a NaN float, an unsupported type).
+//
+// The walk reads fields through their offsets (unsafe pointers into obj)
+// rather than reflect.Value, which costs several times more per field; it
+// only reads.
 func toUnstructured(obj any) (map[string]any, error) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return nil, fmt.Errorf("toUnstructured: want a pointer to a struct, got %T", obj)
 	}
-	out, err := converterFor(v.Type()).conv(v, 0)
+	out, err := converterFor(v.Type().Elem()).conv(v.UnsafePointer(), true, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -46,8 +53,10 @@ func toUnstructured(obj any) (map[string]any, error) {
 	return m, nil
 }
 
-// convFunc converts v (of the converter's type) at nesting depth.
-type convFunc func(v reflect.Value, depth int) (any, error)
+// convFunc converts the value p points to (of the converter's type) at
+// nesting depth; addr says whether encoding/json would see the value as
+// addressable (it calls a method with a pointer receiver only then).
+type convFunc func(p unsafe.Pointer, addr bool, depth int) (any, error)
 
 // converter holds the convFunc of one type, set once built (a
 // recursive type's converter refers to itself through it).
@@ -61,6 +70,8 @@ var (
 	marshalerType     = reflect.TypeFor[json.Marshaler]()
 	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
 	timeType          = reflect.TypeFor[metav1.Time]()
+	quantityType      = reflect.TypeFor[resource.Quantity]()
+	intOrStringType   = reflect.TypeFor[intstr.IntOrString]()
 )
 
 func converterFor(t reflect.Type) *converter {
@@ -70,141 +81,203 @@ func converterFor(t reflect.Type) *converter {
 	c := &converter{}
 	// A placeholder first, so that a type that holds itself refers to
 	// the converter being built; a concurrent build makes an equal one.
-	c.conv = func(v reflect.Value, depth int) (any, error) {
+	c.conv = func(unsafe.Pointer, bool, int) (any, error) {
 		return nil, fmt.Errorf("watchcodec: converter of %v used before it was built", t)
 	}
 	if prev, loaded := converters.LoadOrStore(t, c); loaded {
 		return prev.(*converter)
 	}
-	fn := buildConv(t, true)
-	c.conv = fn
+	c.conv = buildConv(t, true)
 	return c
+}
+
+// valueAt is the value of type t at p.
+func valueAt(t reflect.Type, p unsafe.Pointer) reflect.Value {
+	return reflect.NewAt(t, p).Elem()
+}
+
+// sliceHeader is the layout of a Go slice.
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
 }
 
 // buildConv follows encoding/json's choice of encoder for t
 // (newTypeEncoder): MarshalJSON, then MarshalText (through the pointer
-// when the value is addressable, with allowAddr), then the kind.
+// when the value is addressable, with allowAddr), then the kind. The
+// marshalers of metav1.Time, resource.Quantity and intstr.IntOrString,
+// the most frequent in Kubernetes objects, are done without their bytes.
 func buildConv(t reflect.Type, allowAddr bool) convFunc {
 	switch t {
 	case timeType:
 		return convTime
 	case reflect.PointerTo(timeType):
-		return func(v reflect.Value, depth int) (any, error) {
-			if v.IsNil() {
+		return func(p unsafe.Pointer, _ bool, depth int) (any, error) {
+			q := *(*unsafe.Pointer)(p)
+			if q == nil {
 				return nil, nil
 			}
-			return convTime(v.Elem(), depth)
+			return convTime(q, true, depth)
 		}
+	case quantityType:
+		return convQuantity
+	case intOrStringType:
+		return convIntOrString
 	}
 	if t.Kind() != reflect.Pointer && allowAddr && reflect.PointerTo(t).Implements(marshalerType) {
-		return condAddr(convMarshaler, buildConv(t, false))
+		return condAddr(addrMarshaler(t), buildConv(t, false))
 	}
 	if t.Implements(marshalerType) {
-		return convMarshaler
+		return valueMarshaler(t)
 	}
 	if t.Kind() != reflect.Pointer && allowAddr && reflect.PointerTo(t).Implements(textMarshalerType) {
-		return condAddr(convTextMarshaler, buildConv(t, false))
+		return condAddr(addrTextMarshaler(t), buildConv(t, false))
 	}
 	if t.Implements(textMarshalerType) {
-		return convTextMarshaler
+		return valueTextMarshaler(t)
 	}
 	switch t.Kind() {
 	case reflect.Bool:
-		return func(v reflect.Value, _ int) (any, error) { return v.Bool(), nil }
+		return func(p unsafe.Pointer, _ bool, _ int) (any, error) { return *(*bool)(p), nil }
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return func(v reflect.Value, _ int) (any, error) { return v.Int(), nil }
+		return intConv(t.Kind())
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return func(v reflect.Value, _ int) (any, error) {
-			if u := v.Uint(); u <= math.MaxInt64 {
-				return int64(u), nil
-			} else {
-				// The digits read back as a float (decodeJSON).
-				return float64(u), nil
-			}
-		}
-	case reflect.Float32, reflect.Float64:
-		bits := t.Bits()
-		return func(v reflect.Value, _ int) (any, error) {
-			var scratch [32]byte
-			b, err := appendFloat(scratch[:0], v.Float(), bits)
-			if err != nil {
-				return nil, err
-			}
-			out, ok := decodeJSON(b)
-			if !ok {
-				return nil, fmt.Errorf("json: float %s does not read back", b)
-			}
-			return out, nil
-		}
+		return uintConv(t.Kind())
+	case reflect.Float32:
+		return func(p unsafe.Pointer, _ bool, _ int) (any, error) { return floatValue(float64(*(*float32)(p)), 32) }
+	case reflect.Float64:
+		return func(p unsafe.Pointer, _ bool, _ int) (any, error) { return floatValue(*(*float64)(p), 64) }
 	case reflect.String:
-		return func(v reflect.Value, _ int) (any, error) { return internString(v.String()), nil }
+		return func(p unsafe.Pointer, _ bool, _ int) (any, error) { return internString(*(*string)(p)), nil }
 	case reflect.Interface:
-		return func(v reflect.Value, depth int) (any, error) {
+		return func(p unsafe.Pointer, _ bool, depth int) (any, error) {
+			v := valueAt(t, p)
 			if v.IsNil() {
 				return nil, nil
 			}
 			e := v.Elem()
-			return converterFor(e.Type()).conv(e, depth)
+			// An interface's value is not addressable.
+			tmp := reflect.New(e.Type())
+			tmp.Elem().Set(e)
+			return converterFor(e.Type()).conv(tmp.UnsafePointer(), false, depth)
 		}
 	case reflect.Pointer:
-		elem := t.Elem()
-		return func(v reflect.Value, depth int) (any, error) {
-			if v.IsNil() {
+		elem := converterFor(t.Elem())
+		return func(p unsafe.Pointer, _ bool, depth int) (any, error) {
+			q := *(*unsafe.Pointer)(p)
+			if q == nil {
 				return nil, nil
 			}
 			if depth > maxDepth {
 				return nil, errDepth{}
 			}
-			return converterFor(elem).conv(v.Elem(), depth+1)
+			return elem.conv(q, true, depth+1)
 		}
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 && !reflect.PointerTo(t.Elem()).Implements(marshalerType) && !reflect.PointerTo(t.Elem()).Implements(textMarshalerType) {
-			return func(v reflect.Value, _ int) (any, error) {
-				if v.IsNil() {
+			return func(p unsafe.Pointer, _ bool, _ int) (any, error) {
+				h := (*sliceHeader)(p)
+				if h.data == nil {
 					return nil, nil
 				}
-				return base64.StdEncoding.EncodeToString(v.Bytes()), nil
+				return base64.StdEncoding.EncodeToString(unsafe.Slice((*byte)(h.data), h.len)), nil
 			}
 		}
-		elem := t.Elem()
-		return func(v reflect.Value, depth int) (any, error) {
-			if v.IsNil() {
+		elem, size := converterFor(t.Elem()), t.Elem().Size()
+		return func(p unsafe.Pointer, _ bool, depth int) (any, error) {
+			h := (*sliceHeader)(p)
+			if h.data == nil {
 				return nil, nil
 			}
-			return convList(v, elem, depth)
+			return convList(h.data, h.len, size, elem, true, depth)
 		}
 	case reflect.Array:
-		elem := t.Elem()
-		return func(v reflect.Value, depth int) (any, error) { return convList(v, elem, depth) }
+		elem, size, n := converterFor(t.Elem()), t.Elem().Size(), t.Len()
+		return func(p unsafe.Pointer, addr bool, depth int) (any, error) {
+			return convList(p, n, size, elem, addr, depth)
+		}
 	case reflect.Map:
 		return buildMapConv(t)
 	case reflect.Struct:
 		return buildStructConv(t)
 	}
-	return func(v reflect.Value, _ int) (any, error) {
-		return nil, &json.UnsupportedTypeError{Type: v.Type()}
+	return func(unsafe.Pointer, bool, int) (any, error) {
+		return nil, &json.UnsupportedTypeError{Type: t}
 	}
+}
+
+func intConv(k reflect.Kind) convFunc {
+	switch k {
+	case reflect.Int8:
+		return func(p unsafe.Pointer, _ bool, _ int) (any, error) { return int64(*(*int8)(p)), nil }
+	case reflect.Int16:
+		return func(p unsafe.Pointer, _ bool, _ int) (any, error) { return int64(*(*int16)(p)), nil }
+	case reflect.Int32:
+		return func(p unsafe.Pointer, _ bool, _ int) (any, error) { return int64(*(*int32)(p)), nil }
+	case reflect.Int64:
+		return func(p unsafe.Pointer, _ bool, _ int) (any, error) { return *(*int64)(p), nil }
+	}
+	return func(p unsafe.Pointer, _ bool, _ int) (any, error) { return int64(*(*int)(p)), nil }
+}
+
+func uintConv(k reflect.Kind) convFunc {
+	var get func(unsafe.Pointer) uint64
+	switch k {
+	case reflect.Uint8:
+		get = func(p unsafe.Pointer) uint64 { return uint64(*(*uint8)(p)) }
+	case reflect.Uint16:
+		get = func(p unsafe.Pointer) uint64 { return uint64(*(*uint16)(p)) }
+	case reflect.Uint32:
+		get = func(p unsafe.Pointer) uint64 { return uint64(*(*uint32)(p)) }
+	case reflect.Uint64:
+		get = func(p unsafe.Pointer) uint64 { return *(*uint64)(p) }
+	case reflect.Uintptr:
+		get = func(p unsafe.Pointer) uint64 { return uint64(*(*uintptr)(p)) }
+	default:
+		get = func(p unsafe.Pointer) uint64 { return uint64(*(*uint)(p)) }
+	}
+	return func(p unsafe.Pointer, _ bool, _ int) (any, error) {
+		if u := get(p); u <= math.MaxInt64 {
+			return int64(u), nil
+		} else {
+			// The digits read back as a float (decodeJSON).
+			return float64(u), nil
+		}
+	}
+}
+
+// floatValue is what decodeJSON reads back from encoding/json's text of f.
+func floatValue(f float64, bits int) (any, error) {
+	var scratch [32]byte
+	b, err := appendFloat(scratch[:0], f, bits)
+	if err != nil {
+		return nil, err
+	}
+	out, ok := decodeJSON(b)
+	if !ok {
+		return nil, fmt.Errorf("json: float %s does not read back", b)
+	}
+	return out, nil
 }
 
 // condAddr is encoding/json's condAddrEncoder: the pointer's method when
-// v is addressable, else the value's encoding.
+// the value is addressable, else the value's encoding.
 func condAddr(addr, value convFunc) convFunc {
-	return func(v reflect.Value, depth int) (any, error) {
-		if v.CanAddr() {
-			return addr(v.Addr(), depth)
+	return func(p unsafe.Pointer, isAddr bool, depth int) (any, error) {
+		if isAddr {
+			return addr(p, true, depth)
 		}
-		return value(v, depth)
+		return value(p, false, depth)
 	}
 }
 
-func convList(v reflect.Value, elem reflect.Type, depth int) (any, error) {
+func convList(data unsafe.Pointer, n int, size uintptr, elem *converter, addr bool, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, errDepth{}
 	}
-	c := converterFor(elem)
-	out := make([]any, v.Len())
+	out := make([]any, n)
 	for i := range out {
-		x, err := c.conv(v.Index(i), depth+1)
+		x, err := elem.conv(unsafe.Add(data, uintptr(i)*size), addr, depth+1)
 		if err != nil {
 			return nil, err
 		}
@@ -215,78 +288,118 @@ func convList(v reflect.Value, elem reflect.Type, depth int) (any, error) {
 
 // convTime is metav1.Time's MarshalJSON (null when zero, RFC 3339 in UTC
 // to the second), without the bytes in between.
-func convTime(v reflect.Value, _ int) (any, error) {
-	var t time.Time
-	if v.CanAddr() {
-		t = v.Addr().Interface().(*metav1.Time).Time
-	} else {
-		t = v.Interface().(metav1.Time).Time
-	}
+func convTime(p unsafe.Pointer, _ bool, _ int) (any, error) {
+	t := (*metav1.Time)(p).Time
 	if t.IsZero() {
 		return nil, nil
 	}
 	var scratch [64]byte
-	b := t.UTC().AppendFormat(scratch[:0], time.RFC3339)
-	return internValue(b), nil
+	return internValue(t.UTC().AppendFormat(scratch[:0], time.RFC3339)), nil
 }
 
-// convMarshaler decodes what v's MarshalJSON writes (encoding/json's
-// marshalerEncoder: a nil pointer is null).
-func convMarshaler(v reflect.Value, _ int) (any, error) {
-	if v.Kind() == reflect.Pointer && v.IsNil() {
-		return nil, nil
+// convQuantity is resource.Quantity's MarshalJSON: its canonical string
+// (String caches it in the Quantity, as decoding one from protobuf does).
+func convQuantity(p unsafe.Pointer, _ bool, _ int) (any, error) {
+	return internString((*resource.Quantity)(p).String()), nil
+}
+
+// convIntOrString is intstr.IntOrString's MarshalJSON.
+func convIntOrString(p unsafe.Pointer, _ bool, _ int) (any, error) {
+	v := (*intstr.IntOrString)(p)
+	switch v.Type {
+	case intstr.Int:
+		return int64(v.IntVal), nil
+	case intstr.String:
+		return internString(v.StrVal), nil
 	}
-	m, ok := v.Interface().(json.Marshaler)
-	if !ok {
-		return nil, nil
+	return nil, &json.MarshalerError{Type: intOrStringType, Err: fmt.Errorf("impossible IntOrString.Type")}
+}
+
+// addrMarshaler calls the MarshalJSON of the pointer p; valueMarshaler
+// that of the value at p (encoding/json's marshalerEncoder: a nil pointer
+// is null).
+func addrMarshaler(t reflect.Type) convFunc {
+	return func(p unsafe.Pointer, _ bool, _ int) (any, error) {
+		return decodeMarshaled(t, reflect.NewAt(t, p).Interface().(json.Marshaler))
 	}
+}
+
+func valueMarshaler(t reflect.Type) convFunc {
+	return func(p unsafe.Pointer, _ bool, _ int) (any, error) {
+		v := valueAt(t, p)
+		if t.Kind() == reflect.Pointer && v.IsNil() {
+			return nil, nil
+		}
+		return decodeMarshaled(t, v.Interface().(json.Marshaler))
+	}
+}
+
+func decodeMarshaled(t reflect.Type, m json.Marshaler) (any, error) {
 	b, err := m.MarshalJSON()
 	if err != nil {
-		return nil, &json.MarshalerError{Type: v.Type(), Err: err}
+		return nil, &json.MarshalerError{Type: t, Err: err}
 	}
 	out, ok := decodeJSON(b)
 	if !ok {
-		return nil, &json.MarshalerError{Type: v.Type(), Err: fmt.Errorf("invalid JSON from MarshalJSON")}
+		return nil, &json.MarshalerError{Type: t, Err: fmt.Errorf("invalid JSON from MarshalJSON")}
 	}
 	return out, nil
 }
 
-// convTextMarshaler is encoding/json's textMarshalerEncoder: MarshalText's
-// bytes as a string (coerced to valid UTF-8), a nil pointer is null.
-func convTextMarshaler(v reflect.Value, _ int) (any, error) {
-	if v.Kind() == reflect.Pointer && v.IsNil() {
-		return nil, nil
+// addrTextMarshaler and valueTextMarshaler are encoding/json's
+// textMarshalerEncoder: MarshalText's bytes as a string (coerced to valid
+// UTF-8), a nil pointer is null.
+func addrTextMarshaler(t reflect.Type) convFunc {
+	return func(p unsafe.Pointer, _ bool, _ int) (any, error) {
+		return textMarshaled(t, reflect.NewAt(t, p).Interface().(encoding.TextMarshaler))
 	}
-	m, ok := v.Interface().(encoding.TextMarshaler)
-	if !ok {
-		return nil, nil
+}
+
+func valueTextMarshaler(t reflect.Type) convFunc {
+	return func(p unsafe.Pointer, _ bool, _ int) (any, error) {
+		v := valueAt(t, p)
+		if t.Kind() == reflect.Pointer && v.IsNil() {
+			return nil, nil
+		}
+		return textMarshaled(t, v.Interface().(encoding.TextMarshaler))
 	}
+}
+
+func textMarshaled(t reflect.Type, m encoding.TextMarshaler) (any, error) {
 	b, err := m.MarshalText()
 	if err != nil {
-		return nil, &json.MarshalerError{Type: v.Type(), Err: err}
+		return nil, &json.MarshalerError{Type: t, Err: err}
 	}
 	return internString(string(b)), nil
 }
 
 // viaJSON converts a value of a type this file does not walk: encoding/json
 // encodes it and decodeJSON reads it back.
-func viaJSON(v reflect.Value, _ int) (any, error) {
-	b, err := json.Marshal(v.Interface())
-	if err != nil {
-		return nil, err
+func viaJSON(t reflect.Type) convFunc {
+	return func(p unsafe.Pointer, addr bool, _ int) (any, error) {
+		var v any
+		if addr {
+			v = reflect.NewAt(t, p).Interface()
+		} else {
+			v = valueAt(t, p).Interface()
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		out, ok := decodeJSON(b)
+		if !ok {
+			return nil, fmt.Errorf("json: %v does not read back", t)
+		}
+		return out, nil
 	}
-	out, ok := decodeJSON(b)
-	if !ok {
-		return nil, fmt.Errorf("json: %v does not read back", v.Type())
-	}
-	return out, nil
 }
 
 // buildMapConv converts a map as encoding/json does: keys that are
-// strings, integers or TextMarshalers (in that order of preference),
-// nil as null.
+// strings, TextMarshalers or integers (in that order of preference),
+// nil as null. A map's values are not addressable.
 func buildMapConv(t reflect.Type) convFunc {
-	kt := t.Key()
+	kt, et := t.Key(), t.Elem()
 	var keyOf func(reflect.Value) (string, error)
 	switch {
 	case kt.Kind() == reflect.String:
@@ -304,18 +417,39 @@ func buildMapConv(t reflect.Type) convFunc {
 	case kt.Kind() >= reflect.Uint && kt.Kind() <= reflect.Uintptr:
 		keyOf = func(k reflect.Value) (string, error) { return strconv.FormatUint(k.Uint(), 10), nil }
 	default:
-		return viaJSON
+		return viaJSON(t)
 	}
-	elem := t.Elem()
-	return func(v reflect.Value, depth int) (any, error) {
+	elem := converterFor(et)
+	if kt.Kind() == reflect.String && et.Kind() == reflect.String && !et.Implements(marshalerType) &&
+		!reflect.PointerTo(et).Implements(marshalerType) && !et.Implements(textMarshalerType) &&
+		!reflect.PointerTo(et).Implements(textMarshalerType) {
+		// Labels, annotations and the like: read as map[string]string
+		// (the same layout for any string kinds).
+		return func(p unsafe.Pointer, _ bool, depth int) (any, error) {
+			m := *(*map[string]string)(p)
+			if m == nil {
+				return nil, nil
+			}
+			out := make(map[string]any, len(m))
+			for k, v := range m {
+				if !utf8.ValidString(k) {
+					return convMapSorted(valueAt(t, p), keyOf, elem, depth)
+				}
+				out[internKeyString(k)] = internString(v)
+			}
+			return out, nil
+		}
+	}
+	return func(p unsafe.Pointer, _ bool, depth int) (any, error) {
+		v := valueAt(t, p)
 		if v.IsNil() {
 			return nil, nil
 		}
 		if depth > maxDepth {
 			return nil, errDepth{}
 		}
-		c := converterFor(elem)
 		out := make(map[string]any, v.Len())
+		tmp := reflect.New(et)
 		it := v.MapRange()
 		for it.Next() {
 			k, err := keyOf(it.Key())
@@ -323,9 +457,10 @@ func buildMapConv(t reflect.Type) convFunc {
 				return nil, &json.MarshalerError{Type: kt, Err: err}
 			}
 			if !utf8.ValidString(k) {
-				return convMapSorted(v, keyOf, c, depth)
+				return convMapSorted(v, keyOf, elem, depth)
 			}
-			x, err := c.conv(it.Value(), depth+1)
+			tmp.Elem().Set(it.Value())
+			x, err := elem.conv(tmp.UnsafePointer(), false, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -354,8 +489,10 @@ func convMapSorted(v reflect.Value, keyOf func(reflect.Value) (string, error), c
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.key, b.key) })
 	out := make(map[string]any, len(entries))
+	tmp := reflect.New(v.Type().Elem())
 	for _, e := range entries {
-		x, err := c.conv(e.val, depth+1)
+		tmp.Elem().Set(e.val)
+		x, err := c.conv(tmp.UnsafePointer(), false, depth+1)
 		if err != nil {
 			return nil, err
 		}
@@ -365,14 +502,26 @@ func convMapSorted(v reflect.Value, keyOf func(reflect.Value) (string, error), c
 }
 
 // structField is one JSON member of a struct: its name, the path of
-// field indexes to it (through embedded structs) and its options.
+// field indexes to it (through embedded structs), and how to reach it and
+// test it from the struct's address.
 type structField struct {
 	name      string
 	index     []int
 	typ       reflect.Type
 	omitEmpty bool
 	omitZero  bool
-	isZero    func(reflect.Value) bool
+
+	steps   []fieldStep
+	conv    *converter
+	isEmpty func(unsafe.Pointer) bool
+	isZero  func(unsafe.Pointer) bool
+}
+
+// fieldStep is one field of a member's path: its offset, and whether it
+// is an embedded pointer to follow to the next step.
+type fieldStep struct {
+	offset uintptr
+	deref  bool
 }
 
 // buildStructConv lists t's JSON members as encoding/json's typeFields
@@ -382,13 +531,30 @@ type structField struct {
 func buildStructConv(t reflect.Type) convFunc {
 	fields, ok := jsonFields(t)
 	if !ok {
-		return viaJSON
+		return viaJSON(t)
 	}
-	convs := make([]*converter, len(fields))
-	for i, f := range fields {
-		convs[i] = converterFor(f.typ)
+	for i := range fields {
+		f := &fields[i]
+		at := t
+		for j, x := range f.index {
+			sf := at.Field(x)
+			step := fieldStep{offset: sf.Offset}
+			at = sf.Type
+			if j < len(f.index)-1 && at.Kind() == reflect.Pointer {
+				step.deref = true
+				at = at.Elem()
+			}
+			f.steps = append(f.steps, step)
+		}
+		f.conv = converterFor(f.typ)
+		if f.omitEmpty {
+			f.isEmpty = emptyCheck(f.typ)
+		}
+		if f.omitZero {
+			f.isZero = zeroCheck(f.typ)
+		}
 	}
-	return func(v reflect.Value, depth int) (any, error) {
+	return func(p unsafe.Pointer, addr bool, depth int) (any, error) {
 		if depth > maxDepth {
 			return nil, errDepth{}
 		}
@@ -399,23 +565,23 @@ func buildStructConv(t reflect.Type) convFunc {
 	next:
 		for i := range fields {
 			f := &fields[i]
-			fv := v
-			for j, x := range f.index {
-				if j > 0 && fv.Kind() == reflect.Pointer {
-					if fv.IsNil() {
+			fp, faddr := p, addr
+			for _, st := range f.steps {
+				fp = unsafe.Add(fp, st.offset)
+				if st.deref {
+					if fp = *(*unsafe.Pointer)(fp); fp == nil {
 						continue next
 					}
-					fv = fv.Elem()
+					faddr = true
 				}
-				fv = fv.Field(x)
 			}
-			if f.omitEmpty && isEmptyValue(fv) {
+			if f.omitEmpty && f.isEmpty(fp) {
 				continue
 			}
-			if f.omitZero && f.isZero(fv) {
+			if f.omitZero && f.isZero(fp) {
 				continue
 			}
-			x, err := convs[i].conv(fv, depth+1)
+			x, err := f.conv.conv(fp, faddr, depth+1)
 			if err != nil {
 				putMembers(sp)
 				return nil, err
@@ -521,9 +687,6 @@ func jsonFields(t reflect.Type) ([]structField, bool) {
 						omitEmpty: slices.Contains(optList, "omitempty"),
 						omitZero:  slices.Contains(optList, "omitzero"),
 					}, tagged: tagged}
-					if f.omitZero {
-						f.isZero = zeroCheck(sf.Type)
-					}
 					found = append(found, f)
 					count[name]++
 					continue
@@ -581,43 +744,49 @@ func validTagName(s string) bool {
 	return true
 }
 
-// isEmptyValue is encoding/json's omitempty test.
-func isEmptyValue(v reflect.Value) bool {
-	switch v.Kind() {
-	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
-		return v.Len() == 0
+// emptyCheck is encoding/json's omitempty test for a value of type t.
+func emptyCheck(t reflect.Type) func(unsafe.Pointer) bool {
+	switch t.Kind() {
+	case reflect.Array:
+		n := t.Len()
+		return func(unsafe.Pointer) bool { return n == 0 }
+	case reflect.Map:
+		return func(p unsafe.Pointer) bool { return valueAt(t, p).Len() == 0 }
+	case reflect.Slice:
+		return func(p unsafe.Pointer) bool { return (*sliceHeader)(p).len == 0 }
+	case reflect.String:
+		return func(p unsafe.Pointer) bool { return len(*(*string)(p)) == 0 }
+	case reflect.Pointer:
+		return func(p unsafe.Pointer) bool { return *(*unsafe.Pointer)(p) == nil }
 	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-		reflect.Float32, reflect.Float64, reflect.Interface, reflect.Pointer:
-		return v.IsZero()
+		reflect.Float32, reflect.Float64, reflect.Interface:
+		return func(p unsafe.Pointer) bool { return valueAt(t, p).IsZero() }
 	}
-	return false
+	return func(unsafe.Pointer) bool { return false }
 }
 
-// zeroCheck is encoding/json's omitzero test for t: its IsZero method
-// (a nil pointer receiver counts as zero), else the zero value.
-func zeroCheck(t reflect.Type) func(reflect.Value) bool {
+// zeroCheck is encoding/json's omitzero test for a value of type t: its
+// IsZero method (a nil pointer receiver counts as zero), else the zero
+// value.
+func zeroCheck(t reflect.Type) func(unsafe.Pointer) bool {
 	type isZeroer interface{ IsZero() bool }
 	isZeroerType := reflect.TypeFor[isZeroer]()
 	switch {
+	case t == timeType:
+		return func(p unsafe.Pointer) bool { return (*metav1.Time)(p).IsZero() }
 	case t.Kind() == reflect.Pointer && t.Implements(isZeroerType):
-		return func(v reflect.Value) bool {
+		return func(p unsafe.Pointer) bool {
+			v := valueAt(t, p)
 			return v.IsNil() || v.Interface().(isZeroer).IsZero()
 		}
 	case t.Implements(isZeroerType):
-		return func(v reflect.Value) bool { return v.Interface().(isZeroer).IsZero() }
+		return func(p unsafe.Pointer) bool { return valueAt(t, p).Interface().(isZeroer).IsZero() }
 	case reflect.PointerTo(t).Implements(isZeroerType):
-		return func(v reflect.Value) bool {
-			if !v.CanAddr() {
-				// encoding/json copies the value to call the method.
-				c := reflect.New(v.Type()).Elem()
-				c.Set(v)
-				v = c
-			}
-			return v.Addr().Interface().(isZeroer).IsZero()
-		}
+		// encoding/json calls it on the value or on a copy of it.
+		return func(p unsafe.Pointer) bool { return reflect.NewAt(t, p).Interface().(isZeroer).IsZero() }
 	}
-	return reflect.Value.IsZero
+	return func(p unsafe.Pointer) bool { return valueAt(t, p).IsZero() }
 }
 
 // coerceUTF8 is s as encoding/json writes it: each byte of an invalid
