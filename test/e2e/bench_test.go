@@ -188,7 +188,7 @@ func (a *annotationWatch) stop() { a.w.Stop(); <-a.done }
 // DCTL_BENCH_PPROF_DIR set, the manager's CPU and allocation profiles and
 // the API server's CPU profile of each phase are saved there. Run with
 // -benchtime=1x; with DCTL_BENCH_ROUNDS=N it runs N rounds and judges
-// their median ratio.
+// their median ratio; DCTL_BENCH_DCTL_ARGS adds flags to `dctl start`.
 func BenchmarkAnnotatePods(b *testing.B) {
 	op, err := os.ReadFile(filepath.Join(repoRoot, "examples", "pod-container-num-annotator", "operator.yaml"))
 	if err != nil {
@@ -228,7 +228,7 @@ func BenchmarkAnnotatePods(b *testing.B) {
 			b.Fatal(err)
 		}
 
-		p := startDctlB(b)
+		p := startDctlB(b, strings.Fields(os.Getenv(benchDctlArgsEnv))...)
 		spec := strings.Replace(string(op), "namespace: default", "namespace: "+opNS, 1)
 		spec = strings.Replace(spec, "name: pod-container-num-annotator\nspec", "name: bench-annotator\nspec", 1)
 		opObj := &unstructured.Unstructured{}
@@ -294,6 +294,11 @@ func BenchmarkAnnotatePods(b *testing.B) {
 			m, operator.WriteConcurrency, len(ratios), ratios)
 	}
 }
+
+// benchDctlArgsEnv holds more `dctl start` flags, separated by spaces,
+// for the manager BenchmarkAnnotatePods runs (to compare settings, e.g.
+// "--kube-api-content-type application/json").
+const benchDctlArgsEnv = "DCTL_BENCH_DCTL_ARGS"
 
 // benchRoundsEnv sets how many rounds the end-to-end benchmarks that
 // compare with a plain loop run per iteration (default 1); they judge the
