@@ -20,6 +20,11 @@
 // handed to client-go's own decoders unchanged, so errors and typed results
 // are exactly client-go's.
 //
+// With Options.Protobuf the negotiator also takes protobuf, which the API
+// server sends for the kinds built into it: client-go's decoder makes the
+// typed object and toUnstructured turns it into the map the JSON decoder
+// makes of the same object's JSON (see protobufSerializer).
+//
 // The same negotiator decodes responses into an Unstructured in one parse
 // and encodes unstructured request bodies without reflection (AppendJSON,
 // encoding/json's bytes); NewClient gives controller-runtime's client the

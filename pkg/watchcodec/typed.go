@@ -35,8 +35,8 @@ import (
 // MarshalJSON error, a NaN float, an unsupported type).
 //
 // The walk reads fields through their offsets (unsafe pointers into obj)
-// rather than reflect.Value, which costs several times more per field; it
-// only reads.
+// rather than reflect.Value, which costs more per field. It changes
+// nothing in obj but the canonical string a resource.Quantity caches.
 func toUnstructured(obj any) (map[string]any, error) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
