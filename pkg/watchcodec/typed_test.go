@@ -320,3 +320,57 @@ func BenchmarkPodFromProtobuf(b *testing.B) {
 		}
 	})
 }
+
+// FuzzProtobufDecode feeds arbitrary bytes to the protobuf object decoder
+// of Options.Protobuf (protobuf does not check that strings are UTF-8, so
+// that decoded objects carry any bytes): it never panics, and what it
+// decodes is what the JSON path makes of the same typed object.
+func FuzzProtobufDecode(f *testing.F) {
+	info, _ := protobufInfo(Options{DropManagedFields: true})
+	raw, _ := runtime.SerializerInfoForMediaType(clientgoscheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	for i := 0; i < 8; i++ {
+		obj := protobufRoundTrip(f, fillKubeObject(int64(i), i*23))
+		var buf bytes.Buffer
+		if err := raw.Serializer.Encode(obj, &buf); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
+	}
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal([]byte(benchPod), pod); err != nil {
+		f.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := raw.Serializer.Encode(pod, &buf); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gvk, err := info.Serializer.Decode(data, nil, nil)
+		if err != nil {
+			return
+		}
+		u, ok := got.(*unstructured.Unstructured)
+		if !ok {
+			return // a list or a meta.k8s.io kind, typed as client-go makes it
+		}
+		typed, _, err := raw.Serializer.Decode(data, nil, nil)
+		if err != nil {
+			t.Fatalf("client-go's decoder refuses what ours decoded: %v", err)
+		}
+		if acc, err := meta.Accessor(typed); err == nil {
+			acc.SetManagedFields(nil)
+		}
+		jsonData, err := json.Marshal(typed)
+		if err != nil {
+			t.Fatalf("decoded %v, which encoding/json cannot encode: %v", gvk, err)
+		}
+		want, _, ok, _ := decodeObject(jsonData, Options{DropManagedFields: true})
+		if !ok {
+			t.Fatalf("the JSON decoder hands %s on", jsonData)
+		}
+		if !reflect.DeepEqual(u.Object, want.Object) {
+			t.Fatalf("from protobuf: %#v\nfrom JSON: %#v", u.Object, want.Object)
+		}
+	})
+}
