@@ -125,16 +125,16 @@ func buildConv(t reflect.Type, allowAddr bool) convFunc {
 		return convIntOrString
 	}
 	if t.Kind() != reflect.Pointer && allowAddr && reflect.PointerTo(t).Implements(marshalerType) {
-		return condAddr(addrMarshaler(t), buildConv(t, false))
+		return condAddr(methodConv(t, true, decodeMarshaled), buildConv(t, false))
 	}
 	if t.Implements(marshalerType) {
-		return valueMarshaler(t)
+		return methodConv(t, false, decodeMarshaled)
 	}
 	if t.Kind() != reflect.Pointer && allowAddr && reflect.PointerTo(t).Implements(textMarshalerType) {
-		return condAddr(addrTextMarshaler(t), buildConv(t, false))
+		return condAddr(methodConv(t, true, textMarshaled), buildConv(t, false))
 	}
 	if t.Implements(textMarshalerType) {
-		return valueTextMarshaler(t)
+		return methodConv(t, false, textMarshaled)
 	}
 	switch t.Kind() {
 	case reflect.Bool:
@@ -315,27 +315,25 @@ func convIntOrString(p unsafe.Pointer, _ bool, _ int) (any, error) {
 	return nil, &json.MarshalerError{Type: intOrStringType, Err: fmt.Errorf("impossible IntOrString.Type")}
 }
 
-// addrMarshaler calls the MarshalJSON of the pointer p; valueMarshaler
-// that of the value at p (encoding/json's marshalerEncoder: a nil pointer
-// is null).
-func addrMarshaler(t reflect.Type) convFunc {
+// methodConv is encoding/json's marshalerEncoder and
+// textMarshalerEncoder: conv called with the pointer p (addr) or the value
+// at p (a nil pointer is null).
+func methodConv(t reflect.Type, addr bool, conv func(reflect.Type, any) (any, error)) convFunc {
 	return func(p unsafe.Pointer, _ bool, _ int) (any, error) {
-		return decodeMarshaled(t, reflect.NewAt(t, p).Interface().(json.Marshaler))
-	}
-}
-
-func valueMarshaler(t reflect.Type) convFunc {
-	return func(p unsafe.Pointer, _ bool, _ int) (any, error) {
+		if addr {
+			return conv(t, reflect.NewAt(t, p).Interface())
+		}
 		v := valueAt(t, p)
 		if t.Kind() == reflect.Pointer && v.IsNil() {
 			return nil, nil
 		}
-		return decodeMarshaled(t, v.Interface().(json.Marshaler))
+		return conv(t, v.Interface())
 	}
 }
 
-func decodeMarshaled(t reflect.Type, m json.Marshaler) (any, error) {
-	b, err := m.MarshalJSON()
+// decodeMarshaled decodes what m's MarshalJSON writes.
+func decodeMarshaled(t reflect.Type, m any) (any, error) {
+	b, err := m.(json.Marshaler).MarshalJSON()
 	if err != nil {
 		return nil, &json.MarshalerError{Type: t, Err: err}
 	}
@@ -346,27 +344,9 @@ func decodeMarshaled(t reflect.Type, m json.Marshaler) (any, error) {
 	return out, nil
 }
 
-// addrTextMarshaler and valueTextMarshaler are encoding/json's
-// textMarshalerEncoder: MarshalText's bytes as a string (coerced to valid
-// UTF-8), a nil pointer is null.
-func addrTextMarshaler(t reflect.Type) convFunc {
-	return func(p unsafe.Pointer, _ bool, _ int) (any, error) {
-		return textMarshaled(t, reflect.NewAt(t, p).Interface().(encoding.TextMarshaler))
-	}
-}
-
-func valueTextMarshaler(t reflect.Type) convFunc {
-	return func(p unsafe.Pointer, _ bool, _ int) (any, error) {
-		v := valueAt(t, p)
-		if t.Kind() == reflect.Pointer && v.IsNil() {
-			return nil, nil
-		}
-		return textMarshaled(t, v.Interface().(encoding.TextMarshaler))
-	}
-}
-
-func textMarshaled(t reflect.Type, m encoding.TextMarshaler) (any, error) {
-	b, err := m.MarshalText()
+// textMarshaled is m's MarshalText as a string (coerced to valid UTF-8).
+func textMarshaled(t reflect.Type, m any) (any, error) {
+	b, err := m.(encoding.TextMarshaler).MarshalText()
 	if err != nil {
 		return nil, &json.MarshalerError{Type: t, Err: err}
 	}
