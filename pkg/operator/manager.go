@@ -211,8 +211,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 // protobufWatches checks opts.WatchContentType and returns the function
 // that gives the dynamic client watching the kinds built into the API
 // server in protobuf (watchcodec.Options.Protobuf), or nil when the API
-// server is newer than this program's Kubernetes types (logged once) or
-// opts ask for JSON. The API server's version is asked when the first
+// server is newer than this program's Kubernetes types or opts ask for
+// JSON; the choice is logged once. The API server's version is asked when the first
 // such kind is watched, and again after an error (that watch is in JSON).
 func protobufWatches(cfg *rest.Config, httpClient *http.Client, disc discovery.DiscoveryInterface, opts ManagerOptions) (func() dynamic.Interface, error) {
 	switch opts.WatchContentType {
@@ -241,6 +241,8 @@ func protobufWatches(cfg *rest.Config, httpClient *http.Client, disc discovery.D
 			decided = true
 			if lossless, why = watchcodec.ProtobufLossless(server); !lossless {
 				opts.Logger.Info("watching every kind in JSON: "+why, "server", server.GitVersion)
+			} else {
+				opts.Logger.Info("watching the kinds built into the API server in protobuf", "server", server.GitVersion)
 			}
 		}
 		if !lossless {
