@@ -154,11 +154,20 @@ func TestChartLint(t *testing.T) {
 	}
 	// The schema rejects values outside the documented enums.
 	for _, set := range []string{"rbac.mode=partial", "apiServer.mode=debug", "apiServer.service.type=ExternalName", "replicas=0",
-		"sharding.leaseDuration=ten", "sharding.renewDeadline=10", "sharding.retryPeriod=-2s", "sharding.ring=Ring_A", "sharding.replicas=3"} {
+		"sharding.leaseDuration=ten", "sharding.renewDeadline=10", "sharding.retryPeriod=-2s", "sharding.ring=Ring_A", "sharding.replicas=3",
+		"extraArgs={start}", "extraArgs=--"} {
 		_, err := helm(t, "template", "dcontroller", "charts/dcontroller", "--set", set)
 		if err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
 			t.Errorf("--set %s: want a schema error, got %v", set, err)
 		}
+	}
+	// extraArgs end up in the manager's command line, after the chart's own.
+	out, err = helm(t, "template", "dcontroller", "charts/dcontroller", "--set", "extraArgs={--kube-api-qps=50,--kube-api-content-type=application/json}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "        - \"--kube-api-qps=50\"\n        - \"--kube-api-content-type=application/json\"\n") {
+		t.Errorf("extraArgs not in the manager's args:\n%s", out)
 	}
 }
 
