@@ -58,13 +58,21 @@ func toUnstructured(obj any) (map[string]any, error) {
 // addressable (it calls a method with a pointer receiver only then).
 type convFunc func(p unsafe.Pointer, addr bool, depth int) (any, error)
 
-// converter holds the convFunc of one type, set once built (a
-// recursive type's converter refers to itself through it).
+// converter holds the convFunc of one type (a recursive type's converter
+// refers to itself through it).
 type converter struct {
 	conv convFunc
 }
 
-var converters sync.Map // reflect.Type -> *converter
+var (
+	// converters holds the converters built, each published only once
+	// it and every converter it refers to are (converterLocked).
+	converters sync.Map // reflect.Type -> *converter
+	// buildMu serialises the builds; building holds the converters of
+	// the build under way.
+	buildMu  sync.Mutex
+	building map[reflect.Type]*converter
+)
 
 var (
 	marshalerType     = reflect.TypeFor[json.Marshaler]()
@@ -74,20 +82,41 @@ var (
 	intOrStringType   = reflect.TypeFor[intstr.IntOrString]()
 )
 
+// converterFor returns t's converter, building it (and those of the types
+// it holds) on its first use.
 func converterFor(t reflect.Type) *converter {
 	if c, ok := converters.Load(t); ok {
 		return c.(*converter)
 	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	return converterLocked(t)
+}
+
+// converterLocked is converterFor with buildMu held, for the builders: a
+// converter under construction is found in building (so that a type that
+// holds itself refers to its own), and the outermost build publishes them
+// all once each is complete, so that no other goroutine uses one before.
+func converterLocked(t reflect.Type) *converter {
+	if c, ok := converters.Load(t); ok {
+		return c.(*converter)
+	}
+	if c, ok := building[t]; ok {
+		return c
+	}
+	outermost := building == nil
+	if outermost {
+		building = map[reflect.Type]*converter{}
+	}
 	c := &converter{}
-	// A placeholder first, so that a type that holds itself refers to
-	// the converter being built; a concurrent build makes an equal one.
-	c.conv = func(unsafe.Pointer, bool, int) (any, error) {
-		return nil, fmt.Errorf("watchcodec: converter of %v used before it was built", t)
-	}
-	if prev, loaded := converters.LoadOrStore(t, c); loaded {
-		return prev.(*converter)
-	}
+	building[t] = c
 	c.conv = buildConv(t, true)
+	if outermost {
+		for bt, bc := range building {
+			converters.Store(bt, bc)
+		}
+		building = nil
+	}
 	return c
 }
 
@@ -162,7 +191,7 @@ func buildConv(t reflect.Type, allowAddr bool) convFunc {
 			return converterFor(e.Type()).conv(tmp.UnsafePointer(), false, depth)
 		}
 	case reflect.Pointer:
-		elem := converterFor(t.Elem())
+		elem := converterLocked(t.Elem())
 		return func(p unsafe.Pointer, _ bool, depth int) (any, error) {
 			q := *(*unsafe.Pointer)(p)
 			if q == nil {
@@ -183,7 +212,7 @@ func buildConv(t reflect.Type, allowAddr bool) convFunc {
 				return base64.StdEncoding.EncodeToString(unsafe.Slice((*byte)(h.data), h.len)), nil
 			}
 		}
-		elem, size := converterFor(t.Elem()), t.Elem().Size()
+		elem, size := converterLocked(t.Elem()), t.Elem().Size()
 		return func(p unsafe.Pointer, _ bool, depth int) (any, error) {
 			h := (*sliceHeader)(p)
 			if h.data == nil {
@@ -192,7 +221,7 @@ func buildConv(t reflect.Type, allowAddr bool) convFunc {
 			return convList(h.data, h.len, size, elem, true, depth)
 		}
 	case reflect.Array:
-		elem, size, n := converterFor(t.Elem()), t.Elem().Size(), t.Len()
+		elem, size, n := converterLocked(t.Elem()), t.Elem().Size(), t.Len()
 		return func(p unsafe.Pointer, addr bool, depth int) (any, error) {
 			return convList(p, n, size, elem, addr, depth)
 		}
@@ -399,7 +428,7 @@ func buildMapConv(t reflect.Type) convFunc {
 	default:
 		return viaJSON(t)
 	}
-	elem := converterFor(et)
+	elem := converterLocked(et)
 	if kt.Kind() == reflect.String && et.Kind() == reflect.String && !et.Implements(marshalerType) &&
 		!reflect.PointerTo(et).Implements(marshalerType) && !et.Implements(textMarshalerType) &&
 		!reflect.PointerTo(et).Implements(textMarshalerType) {
@@ -526,7 +555,7 @@ func buildStructConv(t reflect.Type) convFunc {
 			}
 			f.steps = append(f.steps, step)
 		}
-		f.conv = converterFor(f.typ)
+		f.conv = converterLocked(f.typ)
 		if f.omitEmpty {
 			f.isEmpty = emptyCheck(f.typ)
 		}

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -373,4 +374,46 @@ func FuzzProtobufDecode(f *testing.F) {
 			t.Fatalf("from protobuf: %#v\nfrom JSON: %#v", u.Object, want.Object)
 		}
 	})
+}
+
+// TestToUnstructuredConcurrentFirstUse converts objects of many kinds from
+// several goroutines at once with no converter built yet: each gets the
+// JSON path's object (no goroutine sees a converter under construction).
+func TestToUnstructuredConcurrentFirstUse(t *testing.T) {
+	converters.Clear()
+	objs := make([]runtime.Object, 40)
+	for i := range objs {
+		objs[i] = protobufRoundTrip(t, fillKubeObject(int64(i), i*7))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*len(objs))
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range objs {
+				obj := objs[(i+g*5)%len(objs)]
+				data, err := json.Marshal(obj)
+				if err != nil {
+					errs <- err
+					return
+				}
+				want, _ := decodeJSON(data)
+				got, err := toUnstructured(obj)
+				if err != nil {
+					errs <- fmt.Errorf("%T: %w", obj, err)
+					return
+				}
+				if !reflect.DeepEqual(any(got), want) {
+					errs <- fmt.Errorf("%T: %v, want %v", obj, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
