@@ -1,12 +1,14 @@
 package watchcodec
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,7 +34,7 @@ func Protobuf(gvk schema.GroupVersionKind) bool {
 	t, ok := clientgoscheme.Scheme.AllKnownTypes()[gvk]
 	// The meta.k8s.io kinds are registered in every group version
 	// (WatchEvent, the option kinds) or as unversioned (Status, APIGroup).
-	ok = ok && t.PkgPath() != metaPkgPath
+	ok = ok && t.PkgPath() != metaPkgPath && reflect.PointerTo(t).Implements(protobufObjectType)
 	protobufKinds.Store(gvk, ok)
 	return ok
 }
@@ -40,6 +42,8 @@ func Protobuf(gvk schema.GroupVersionKind) bool {
 var (
 	protobufKinds sync.Map // schema.GroupVersionKind -> bool
 	metaPkgPath   = reflect.TypeFor[metav1.Status]().PkgPath()
+
+	protobufObjectType = reflect.TypeFor[protobufObject]()
 )
 
 // protobufInfo is client-go's protobuf media type (its length-delimited
@@ -72,12 +76,30 @@ func (s protobufSerializer) Decode(data []byte, defaults *schema.GroupVersionKin
 	if (into != nil && !unstr) || (unstr && u == nil) {
 		return s.Serializer.Decode(data, defaults, into)
 	}
-	obj, gvk, err := s.Serializer.Decode(data, defaults, nil)
-	if err != nil {
-		return nil, gvk, err
-	}
-	if !Protobuf(*gvk) || meta.IsListType(obj) {
-		return obj, gvk, nil
+	var obj runtime.Object
+	gvk, raw, ok := splitUnknown(data)
+	if ok && Protobuf(gvk) {
+		// The typed object is garbage once converted: it comes from a
+		// pool, and the envelope's bytes are not copied.
+		pool := typedPool(gvk)
+		typed := pool.Get().(protobufObject)
+		defer func() {
+			typed.Reset()
+			pool.Put(typed)
+		}()
+		if err := typed.Unmarshal(raw); err != nil {
+			return nil, &gvk, err
+		}
+		obj = typed
+	} else {
+		typed, actual, err := s.Serializer.Decode(data, defaults, nil)
+		if err != nil {
+			return nil, actual, err
+		}
+		if !Protobuf(*actual) || meta.IsListType(typed) {
+			return typed, actual, nil
+		}
+		obj, gvk = typed, *actual
 	}
 	if s.opts.DropManagedFields {
 		if acc, err := meta.Accessor(obj); err == nil {
@@ -86,16 +108,106 @@ func (s protobufSerializer) Decode(data []byte, defaults *schema.GroupVersionKin
 	}
 	m, err := toUnstructured(obj)
 	if err != nil {
-		return nil, gvk, err
+		return nil, &gvk, err
 	}
 	m["apiVersion"] = internString(gvk.GroupVersion().String())
 	m["kind"] = internString(gvk.Kind)
 	decodedOnce.Add(1)
 	if unstr {
 		u.Object = m
-		return u, gvk, nil
+		return u, &gvk, nil
 	}
-	return &unstructured.Unstructured{Object: m}, gvk, nil
+	return &unstructured.Unstructured{Object: m}, &gvk, nil
+}
+
+// protobufObject is a typed object of client-go's scheme (gogo-generated
+// protobuf methods).
+type protobufObject interface {
+	runtime.Object
+	Reset()
+	Unmarshal([]byte) error
+}
+
+// typedPools holds a pool of typed objects per kind of Protobuf.
+var typedPools sync.Map // schema.GroupVersionKind -> *sync.Pool
+
+func typedPool(gvk schema.GroupVersionKind) *sync.Pool {
+	if p, ok := typedPools.Load(gvk); ok {
+		return p.(*sync.Pool)
+	}
+	p, _ := typedPools.LoadOrStore(gvk, &sync.Pool{New: func() any {
+		obj, err := clientgoscheme.Scheme.New(gvk)
+		if err != nil {
+			// Protobuf(gvk) holds: the scheme has the kind.
+			panic(fmt.Sprintf("watchcodec: %v: %v", gvk, err))
+		}
+		return obj.(protobufObject)
+	}})
+	return p.(*sync.Pool)
+}
+
+// protobufPrefix starts every protobuf object the API server writes.
+var protobufPrefix = []byte{0x6b, 0x38, 0x73, 0x00} // "k8s\x00"
+
+// splitUnknown reads the envelope of a protobuf object (protobufPrefix and
+// a runtime.Unknown: field 1 the TypeMeta, its fields 1 apiVersion and 2
+// kind; field 2 the object's bytes; 3 and 4 the content encoding and type,
+// which client-go's decoder ignores) as client-go's decoder does, without
+// copying the object's bytes: raw aliases data. It reports false for
+// anything client-go's decoder must decide (malformed input, a missing
+// kind or version, a version it cannot parse).
+func splitUnknown(data []byte) (schema.GroupVersionKind, []byte, bool) {
+	if !bytes.HasPrefix(data, protobufPrefix) {
+		return schema.GroupVersionKind{}, nil, false
+	}
+	var apiVersion, kind string
+	var raw []byte
+	b := data[len(protobufPrefix):]
+	for len(b) > 0 {
+		num, v, rest, ok := nextBytesField(b)
+		if !ok {
+			return schema.GroupVersionKind{}, nil, false
+		}
+		b = rest
+		switch num {
+		case 1:
+			for len(v) > 0 {
+				tnum, tv, trest, ok := nextBytesField(v)
+				if !ok {
+					return schema.GroupVersionKind{}, nil, false
+				}
+				v = trest
+				switch tnum {
+				case 1:
+					apiVersion = string(tv)
+				case 2:
+					kind = string(tv)
+				}
+			}
+		case 2:
+			raw = v
+		}
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || gv.Version == "" || kind == "" {
+		return schema.GroupVersionKind{}, nil, false
+	}
+	return gv.WithKind(kind), raw, true
+}
+
+// nextBytesField reads one length-delimited field (the only wire type of
+// runtime.Unknown's and TypeMeta's fields) from b; false for another wire
+// type or malformed input.
+func nextBytesField(b []byte) (protowire.Number, []byte, []byte, bool) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || typ != protowire.BytesType {
+		return 0, nil, nil, false
+	}
+	v, m := protowire.ConsumeBytes(b[n:])
+	if m < 0 {
+		return 0, nil, nil, false
+	}
+	return num, v, b[n+m:], true
 }
 
 // KubeTypesMinor is the minor version of the Kubernetes API types this

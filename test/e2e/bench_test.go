@@ -296,7 +296,8 @@ func BenchmarkAnnotatePods(b *testing.B) {
 }
 
 // benchDctlArgsEnv holds more `dctl start` flags, separated by spaces,
-// for the manager BenchmarkAnnotatePods runs (to compare settings, e.g.
+// for the manager BenchmarkAnnotatePods, BenchmarkScale and
+// BenchmarkScaleComposite run (to compare settings, e.g.
 // "--kube-api-content-type application/json").
 const benchDctlArgsEnv = "DCTL_BENCH_DCTL_ARGS"
 

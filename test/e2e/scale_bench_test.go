@@ -395,6 +395,7 @@ func startScaleDctl(tb testing.TB, args ...string) *scaleDctl {
 	p.cmd = exec.Command(dctlBin, "start", "--kubeconfig", kubeconfig, "--health-addr", health, "--metrics-addr", "0",
 		"--api-server-addr", p.api, "--pprof-address", p.pprof, "--rgd=false")
 	p.cmd.Args = append(p.cmd.Args, args...)
+	p.cmd.Args = append(p.cmd.Args, strings.Fields(os.Getenv(benchDctlArgsEnv))...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		tb.Fatal(err)
