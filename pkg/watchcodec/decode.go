@@ -529,6 +529,23 @@ func internValue(b []byte) any {
 	return e.v
 }
 
+// internString is internValue for a string (coerced to valid UTF-8 first).
+func internString(s string) any {
+	if !utf8.ValidString(s) {
+		s = coerceUTF8(s)
+	}
+	if len(s) > maxInternedValue {
+		return s
+	}
+	slot := &valueTable[maphash.String(valueSeed, s)&(valueSlots-1)]
+	if e := slot.Load(); e != nil && e.s == s {
+		return e.v
+	}
+	e := &valueEntry{s: s, v: s}
+	slot.Store(e)
+	return e.v
+}
+
 // Bounds of the key table: keys up to maxInternedKey bytes are shared,
 // until the table holds maxInternedKeys of them (about 1.5 MB at most);
 // later new keys are allocated per object, as before the table.
@@ -555,12 +572,26 @@ func internKey(b []byte) string {
 	if ok {
 		return s
 	}
-	keyTable.Lock()
-	defer keyTable.Unlock()
-	if s, ok := keyTable.m[string(b)]; ok {
+	return internKeyString(string(b))
+}
+
+// internKeyString is internKey for a string: the table's copy of s, or s,
+// taken in while the table has room.
+func internKeyString(s string) string {
+	if len(s) > maxInternedKey {
 		return s
 	}
-	s = string(b)
+	keyTable.RLock()
+	k, ok := keyTable.m[s]
+	keyTable.RUnlock()
+	if ok {
+		return k
+	}
+	keyTable.Lock()
+	defer keyTable.Unlock()
+	if k, ok := keyTable.m[s]; ok {
+		return k
+	}
 	if len(keyTable.m) < maxInternedKeys {
 		keyTable.m[s] = s
 	}

@@ -26,21 +26,30 @@ const acceptProtobuf = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJS
 // Protobuf reports whether a client with Options.Protobuf receives
 // objects of kind gvk in protobuf: a kind of client-go's scheme (the
 // kinds built into kube-apiserver, in the versions client-go knows), not
-// one of the meta.k8s.io kinds. Others are received in JSON.
-func Protobuf(gvk schema.GroupVersionKind) bool {
+// a list nor one of the meta.k8s.io kinds. Others are received in JSON
+// (and lists and meta.k8s.io kinds decoded by client-go).
+func Protobuf(gvk schema.GroupVersionKind) bool { return protobufKind(gvk) != nil }
+
+// protobufKind returns the pool of typed objects of gvk when Protobuf
+// holds for it, else nil; the answer is computed once per kind.
+func protobufKind(gvk schema.GroupVersionKind) *sync.Pool {
 	if v, ok := protobufKinds.Load(gvk); ok {
-		return v.(bool)
+		return v.(*sync.Pool)
 	}
+	var pool *sync.Pool
 	t, ok := clientgoscheme.Scheme.AllKnownTypes()[gvk]
 	// The meta.k8s.io kinds are registered in every group version
 	// (WatchEvent, the option kinds) or as unversioned (Status, APIGroup).
-	ok = ok && t.PkgPath() != metaPkgPath && reflect.PointerTo(t).Implements(protobufObjectType)
-	protobufKinds.Store(gvk, ok)
-	return ok
+	if ok && t.PkgPath() != metaPkgPath && reflect.PointerTo(t).Implements(protobufObjectType) &&
+		!meta.IsListType(reflect.New(t).Interface().(runtime.Object)) {
+		pool = &sync.Pool{New: func() any { return reflect.New(t).Interface() }}
+	}
+	v, _ := protobufKinds.LoadOrStore(gvk, pool)
+	return v.(*sync.Pool)
 }
 
 var (
-	protobufKinds sync.Map // schema.GroupVersionKind -> bool
+	protobufKinds sync.Map // schema.GroupVersionKind -> *sync.Pool (nil: not Protobuf)
 	metaPkgPath   = reflect.TypeFor[metav1.Status]().PkgPath()
 
 	protobufObjectType = reflect.TypeFor[protobufObject]()
@@ -78,10 +87,9 @@ func (s protobufSerializer) Decode(data []byte, defaults *schema.GroupVersionKin
 	}
 	var obj runtime.Object
 	gvk, raw, ok := splitUnknown(data)
-	if ok && Protobuf(gvk) {
+	if pool := protobufKind(gvk); ok && pool != nil {
 		// The typed object is garbage once converted: it comes from a
 		// pool, and the envelope's bytes are not copied.
-		pool := typedPool(gvk)
 		typed := pool.Get().(protobufObject)
 		defer func() {
 			typed.Reset()
@@ -93,11 +101,8 @@ func (s protobufSerializer) Decode(data []byte, defaults *schema.GroupVersionKin
 		obj = typed
 	} else {
 		typed, actual, err := s.Serializer.Decode(data, defaults, nil)
-		if err != nil {
-			return nil, actual, err
-		}
-		if !Protobuf(*actual) || meta.IsListType(typed) {
-			return typed, actual, nil
+		if err != nil || !Protobuf(*actual) {
+			return typed, actual, err
 		}
 		obj, gvk = typed, *actual
 	}
@@ -126,24 +131,6 @@ type protobufObject interface {
 	runtime.Object
 	Reset()
 	Unmarshal([]byte) error
-}
-
-// typedPools holds a pool of typed objects per kind of Protobuf.
-var typedPools sync.Map // schema.GroupVersionKind -> *sync.Pool
-
-func typedPool(gvk schema.GroupVersionKind) *sync.Pool {
-	if p, ok := typedPools.Load(gvk); ok {
-		return p.(*sync.Pool)
-	}
-	p, _ := typedPools.LoadOrStore(gvk, &sync.Pool{New: func() any {
-		obj, err := clientgoscheme.Scheme.New(gvk)
-		if err != nil {
-			// Protobuf(gvk) holds: the scheme has the kind.
-			panic(fmt.Sprintf("watchcodec: %v: %v", gvk, err))
-		}
-		return obj.(protobufObject)
-	}})
-	return p.(*sync.Pool)
 }
 
 // protobufPrefix starts every protobuf object the API server writes.

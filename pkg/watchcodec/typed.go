@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"reflect"
 	"slices"
@@ -570,7 +569,8 @@ func buildStructConv(t reflect.Type) convFunc {
 		// The members are collected first, so that the map is made at
 		// its final size (most fields of a Kubernetes type are omitted
 		// when empty).
-		sp := memberPool.Get().(*[]member)
+		var stack [64]member
+		members := stack[:0]
 	next:
 		for i := range fields {
 			f := &fields[i]
@@ -592,16 +592,14 @@ func buildStructConv(t reflect.Type) convFunc {
 			}
 			x, err := f.conv.conv(fp, faddr, depth+1)
 			if err != nil {
-				putMembers(sp)
 				return nil, err
 			}
-			*sp = append(*sp, member{f.name, x})
+			members = append(members, member{f.name, x})
 		}
-		out := make(map[string]any, len(*sp))
-		for _, m := range *sp {
+		out := make(map[string]any, len(members))
+		for _, m := range members {
 			out[m.name] = m.value
 		}
-		putMembers(sp)
 		return out, nil
 	}
 }
@@ -610,20 +608,6 @@ func buildStructConv(t reflect.Type) convFunc {
 type member struct {
 	name  string
 	value any
-}
-
-// memberPool holds the lists of a struct's members being converted (one
-// for each nesting level of a conversion).
-var memberPool = sync.Pool{New: func() any { s := make([]member, 0, 64); return &s }}
-
-// putMembers empties the list and returns it to the pool unless it grew
-// oversized.
-func putMembers(sp *[]member) {
-	clear(*sp)
-	*sp = (*sp)[:0]
-	if cap(*sp) <= maxScratch {
-		memberPool.Put(sp)
-	}
 }
 
 // jsonFields is encoding/json's typeFields for t; false for a field
@@ -812,43 +796,4 @@ func coerceUTF8(s string) string {
 		i += size
 	}
 	return b.String()
-}
-
-// internString is internValue for a string (coerced to valid UTF-8 first).
-func internString(s string) any {
-	if !utf8.ValidString(s) {
-		s = coerceUTF8(s)
-	}
-	if len(s) > maxInternedValue {
-		return s
-	}
-	slot := &valueTable[maphash.String(valueSeed, s)&(valueSlots-1)]
-	if e := slot.Load(); e != nil && e.s == s {
-		return e.v
-	}
-	e := &valueEntry{s: s, v: s}
-	slot.Store(e)
-	return e.v
-}
-
-// internKeyString is internKey for a string.
-func internKeyString(s string) string {
-	if len(s) > maxInternedKey {
-		return s
-	}
-	keyTable.RLock()
-	k, ok := keyTable.m[s]
-	keyTable.RUnlock()
-	if ok {
-		return k
-	}
-	keyTable.Lock()
-	defer keyTable.Unlock()
-	if k, ok := keyTable.m[s]; ok {
-		return k
-	}
-	if len(keyTable.m) < maxInternedKeys {
-		keyTable.m[s] = s
-	}
-	return s
 }

@@ -51,14 +51,13 @@ func sameAsJSONPath(t testing.TB, obj any) {
 	}
 }
 
-// kubeTypes is every type of client-go's scheme but the internal,
-// meta.k8s.io and list ones (lists are client-go's to decode), in a fixed
-// order.
+// kubeTypes is every type of client-go's scheme that Protobuf takes (not
+// the internal, meta.k8s.io and list ones), in a fixed order.
 var kubeTypes = func() []reflect.Type {
 	var gvks []schema.GroupVersionKind
 	all := clientgoscheme.Scheme.AllKnownTypes()
 	for gvk := range all {
-		if gvk.Version != runtime.APIVersionInternal && Protobuf(gvk) && !meta.IsListType(reflect.New(all[gvk]).Interface().(runtime.Object)) {
+		if gvk.Version != runtime.APIVersionInternal && Protobuf(gvk) {
 			gvks = append(gvks, gvk)
 		}
 	}

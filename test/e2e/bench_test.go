@@ -214,14 +214,14 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		pw := watchAnnotated(b, plainNS)
 		waitControlPlaneQuiet(b)
 		reqs0 := serverRequests(b, "pods")
-		cp0, self0, kcm0, etcd0 := controlPlaneCPU(b), selfCPU(b), childCPU(b)["kube-controller"], childCPU(b)["etcd"]
+		phase0 := readPhaseCPU(b)
 		profileAPIServer(b, fmt.Sprintf("plain-%d", i), 2*time.Second)
 		plain := plainPatchLoop(b, plainClient, plainNS, benchPods, operator.WriteConcurrency, "dcontroller.io/container-num", "1")
 		plainReqs := requestsSince(reqs0, serverRequests(b, "pods"), benchPods)
 		if n := pw.wait(benchPods, time.Minute); n < benchPods {
 			b.Fatalf("the plain loop's watch saw %d of %d pods annotated", n, benchPods)
 		}
-		plainCP, plainSelf, plainKCM, plainEtcd := controlPlaneCPU(b)-cp0, selfCPU(b)-self0, childCPU(b)["kube-controller"]-kcm0, childCPU(b)["etcd"]-etcd0
+		plainCPU := readPhaseCPU(b).since(phase0)
 		pw.stop()
 		// Only the operator's pods stay, so the cache holds what it serves.
 		if err := k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(plainNS)); err != nil {
@@ -239,7 +239,7 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		waitControlPlaneQuiet(b)
 		cpu0 := p.cpuTime(b)
 		reqs0 = serverRequests(b, "pods")
-		cp0, self0, kcm0, etcd0 = controlPlaneCPU(b), selfCPU(b), childCPU(b)["kube-controller"], childCPU(b)["etcd"]
+		phase0 = readPhaseCPU(b)
 		start := time.Now()
 		p.profile(b, fmt.Sprintf("annotate-%d", i), 10*time.Second)
 		profileAPIServer(b, fmt.Sprintf("annotate-%d", i), 3*time.Second)
@@ -251,7 +251,7 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		}
 		withOp := time.Since(start)
 		managerCPU := p.cpuTime(b) - cpu0
-		opCP, opSelf, opKCM, opEtcd := controlPlaneCPU(b)-cp0, selfCPU(b)-self0, childCPU(b)["kube-controller"]-kcm0, childCPU(b)["etcd"]-etcd0
+		opCPU := readPhaseCPU(b).since(phase0)
 		opReqs := requestsSince(reqs0, serverRequests(b, "pods"), benchPods)
 		firstWrite := time.Unix(0, aw.first.Load()).Sub(start)
 		aw.stop()
@@ -276,7 +276,7 @@ func BenchmarkAnnotatePods(b *testing.B) {
 			withOp.Round(time.Millisecond), firstWrite.Round(time.Millisecond), managerCPU, rss>>20)
 		b.Logf("API requests on pods per pod: plain loop %s; operator %s", plainReqs, opReqs)
 		b.Logf("CPU: API server and etcd %v (etcd %v) with the plain loop, %v (etcd %v) with the operator; benchmark process (the loop and the watch; the watch) %v, %v; kube-controller-manager %v, %v",
-			plainCP, plainEtcd, opCP, opEtcd, plainSelf, opSelf, plainKCM, opKCM)
+			plainCPU.controlPlane, plainCPU.etcd, opCPU.controlPlane, opCPU.etcd, plainCPU.self, opCPU.self, plainCPU.kcm, opCPU.kcm)
 		b.ReportMetric(float64(benchPods)/sequential.Seconds(), "plain-seq-pods/s")
 		b.ReportMetric(float64(benchPods)/plain.Seconds(), "plain-pods/s")
 		b.ReportMetric(float64(benchPods)/withOp.Seconds(), "operator-pods/s")
@@ -284,7 +284,7 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		b.ReportMetric(withOp.Seconds()/sequential.Seconds(), "time-ratio-seq")
 		b.ReportMetric(float64(rss)/(1<<20), "peak-RSS-MiB")
 		b.ReportMetric(float64(managerCPU.Microseconds())/benchPods, "manager-CPU-µs/pod")
-		b.ReportMetric(float64(opCP.Microseconds())/float64(plainCP.Microseconds()), "control-plane-CPU-ratio")
+		b.ReportMetric(float64(opCPU.controlPlane.Microseconds())/float64(plainCPU.controlPlane.Microseconds()), "control-plane-CPU-ratio")
 		ratios = append(ratios, ratio)
 	}
 	m := median(ratios)
@@ -580,10 +580,13 @@ func waitControlPlaneQuiet(b *testing.B) {
 	}
 }
 
-// controlPlaneCPU is the CPU time the test's control plane (the
-// kube-apiserver and etcd processes this test process started) has used so
-// far, from /proc/PID/stat.
-func controlPlaneCPU(b *testing.B) time.Duration {
+// phaseCPU is the CPU time used so far by the processes a timed phase is
+// judged by: the test's control plane (the kube-apiserver and etcd
+// processes this test process started, together and etcd alone),
+// kube-controller-manager and this process; one reading of /proc.
+type phaseCPU struct{ controlPlane, etcd, kcm, self time.Duration }
+
+func readPhaseCPU(b *testing.B) phaseCPU {
 	b.Helper()
 	c := childCPU(b)
 	if _, ok := c["kube-apiserver"]; !ok {
@@ -592,7 +595,12 @@ func controlPlaneCPU(b *testing.B) time.Duration {
 	if _, ok := c["etcd"]; !ok {
 		b.Fatal("no etcd process started by this test")
 	}
-	return c["kube-apiserver"] + c["etcd"]
+	return phaseCPU{controlPlane: c["kube-apiserver"] + c["etcd"], etcd: c["etcd"], kcm: c["kube-controller"], self: selfCPU(b)}
+}
+
+// since is the CPU time used between p0 and p.
+func (p phaseCPU) since(p0 phaseCPU) phaseCPU {
+	return phaseCPU{p.controlPlane - p0.controlPlane, p.etcd - p0.etcd, p.kcm - p0.kcm, p.self - p0.self}
 }
 
 // childCPU is the CPU time (user and system) each process this test
