@@ -332,7 +332,7 @@ type engine struct {
 	lastCall atomic.Int64
 	// afterLoad and loadIdle are releaseAfterLoad's release
 	// (procmem.ReleaseAfterLoad) and wait (loadIdle); replaced in tests.
-	afterLoad func(objects int) bool
+	afterLoad func(objects int, log logr.Logger) bool
 	loadIdle  time.Duration
 }
 
@@ -690,7 +690,7 @@ const loadIdle = 2 * time.Second
 // and hands the objects its watches
 // then hold (parents, children, related objects) to
 // procmem.ReleaseAfterLoad, which returns the free heap pages of a large
-// initial load to the OS: the hook's requests and answers and the writes
+// initial load to the OS once the process has settled: the hook's requests and answers and the writes
 // of thousands of syncs left the heap's pages at about twice the live
 // heap. It returns then, or when ctx ends.
 func (e *engine) releaseAfterLoad(ctx context.Context) {
@@ -712,8 +712,8 @@ func (e *engine) releaseAfterLoad(ctx context.Context) {
 		for _, w := range ws {
 			n += w.index.len()
 		}
-		if e.afterLoad(n) {
-			e.log.Info("returned the free heap pages of the initial syncs to the OS", "objects", n)
+		if e.afterLoad(n, e.log) {
+			e.log.Info("the free heap pages of the initial syncs go back to the OS once the process settles", "objects", n)
 		}
 		return
 	}

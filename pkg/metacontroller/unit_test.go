@@ -241,7 +241,7 @@ func TestReleaseAfterLoad(t *testing.T) {
 	e := newEngine(deps{log: logr.Discard()}, "compositecontroller/x")
 	e.loadIdle = 20 * time.Millisecond
 	released := make(chan int, 2)
-	e.afterLoad = func(n int) bool { released <- n; return true }
+	e.afterLoad = func(n int, _ logr.Logger) bool { released <- n; return true }
 	synced := make(chan struct{})
 	e.sync = func(ctx context.Context, pk parentKey) error {
 		<-synced

@@ -788,8 +788,8 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 	started, waiting := len(run.ctrls), len(run.invalid)
 	run.mu.Unlock()
 	log.Info("operator started", "controllers", started, "waiting", waiting)
-	if procmem.ReleaseAfterLoad(int(run.loaded.Load())) {
-		log.V(1).Info("returned the free heap pages of the initial load to the OS", "objects", run.loaded.Load())
+	if procmem.ReleaseAfterLoad(int(run.loaded.Load()), log) {
+		log.V(1).Info("the free heap pages of the initial load go back to the OS once the process settles", "objects", run.loaded.Load())
 	}
 }
 
