@@ -238,6 +238,7 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		aw := watchAnnotated(b, opNS)
 		waitControlPlaneQuiet(b)
 		cpu0 := p.cpuTime(b)
+		major0, minor0 := p.pageFaults(b)
 		reqs0 = serverRequests(b, "pods")
 		phase0 = readPhaseCPU(b)
 		start := time.Now()
@@ -251,6 +252,8 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		}
 		withOp := time.Since(start)
 		managerCPU := p.cpuTime(b) - cpu0
+		major, minor := p.pageFaults(b)
+		major, minor = major-major0, minor-minor0
 		opCPU := readPhaseCPU(b).since(phase0)
 		opReqs := requestsSince(reqs0, serverRequests(b, "pods"), benchPods)
 		firstWrite := time.Unix(0, aw.first.Load()).Sub(start)
@@ -275,6 +278,7 @@ func BenchmarkAnnotatePods(b *testing.B) {
 			sequential.Round(time.Millisecond), plain.Round(time.Millisecond), operator.WriteConcurrency,
 			withOp.Round(time.Millisecond), firstWrite.Round(time.Millisecond), managerCPU, rss>>20)
 		b.Logf("API requests on pods per pod: plain loop %s; operator %s", plainReqs, opReqs)
+		b.Logf("manager page faults with the operator: %d major (pages read from the executable), %d minor", major, minor)
 		b.Logf("CPU: API server and etcd %v (etcd %v) with the plain loop, %v (etcd %v) with the operator; benchmark process (the loop and the watch; the watch) %v, %v; kube-controller-manager %v, %v",
 			plainCPU.controlPlane, plainCPU.etcd, opCPU.controlPlane, opCPU.etcd, plainCPU.self, opCPU.self, plainCPU.kcm, opCPU.kcm)
 		b.ReportMetric(float64(benchPods)/sequential.Seconds(), "plain-seq-pods/s")
@@ -440,6 +444,28 @@ func parseStat(stat []byte) (comm, ppid string, cpu time.Duration, err error) {
 		return "", "", 0, fmt.Errorf("CPU times: %v %v", err1, err2)
 	}
 	return string(stat[open+1 : closing]), f[1], time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+// pageFaults returns the process's major page faults (a page read from
+// a file: the executable's code and read-only data after the manager
+// released them) and minor ones so far (fields majflt and minflt of
+// /proc/PID/stat, proc(5)).
+func (p *dctlProcess) pageFaults(b *testing.B) (major, minor int64) {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 10 {
+		b.Fatalf("/proc/%d/stat: %d fields after the command name", p.cmd.Process.Pid, len(f))
+	}
+	minor, err1 := strconv.ParseInt(f[7], 10, 64)
+	major, err2 := strconv.ParseInt(f[9], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: page faults: %v %v", p.cmd.Process.Pid, err1, err2)
+	}
+	return major, minor
 }
 
 // status reads a size field of the process's /proc/PID/status ("VmHWM:",
