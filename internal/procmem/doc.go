@@ -15,7 +15,8 @@
 //     from the kernel's page cache; a page used again is read again from
 //     the file, alone (MADV_RANDOM: no read-ahead), on its first access.
 //   - [ReleaseAfterLoad] returns the heap's free pages to the operating
-//     system once a controller's start has processed a large initial state
-//     (an Operator's source objects, a hook controller's parents and
-//     children), at most once a minute for all controllers together.
+//     system after a controller's start has processed a large initial
+//     state (an Operator's source objects, a hook controller's parents and
+//     children), once the process has settled, at most once a minute for
+//     all controllers together.
 package procmem

@@ -85,7 +85,7 @@ func heapAllocated() uint64 {
 // LoadReleaseInterval, it schedules one: in the background, once the
 // process has settled (see LoadSettleWindow) or LoadSettleMaxWait has
 // passed, the heap's free pages are returned to the OS and log gets one
-// line (V(1)) with the wait and the resident set before and after. It
+// line with the objects, the wait and the resident set before and after. It
 // reports whether it scheduled a release, and does not wait for it.
 func ReleaseAfterLoad(objects int, log logr.Logger) bool {
 	return afterLoads.afterLoad(objects, log)
@@ -112,7 +112,7 @@ func (m *loadReleaser) afterLoad(objects int, log logr.Logger) bool {
 		if berr == nil && aerr == nil {
 			kv = append(kv, "rssBeforeMiB", before.Total>>20, "rssAfterMiB", after.Total>>20)
 		}
-		log.V(1).Info("returned the free heap pages of a large initial load to the OS", kv...)
+		log.Info("returned the free heap pages of a large initial load to the OS", kv...)
 	})
 	return true
 }

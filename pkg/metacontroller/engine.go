@@ -712,9 +712,7 @@ func (e *engine) releaseAfterLoad(ctx context.Context) {
 		for _, w := range ws {
 			n += w.index.len()
 		}
-		if e.afterLoad(n, e.log) {
-			e.log.Info("the free heap pages of the initial syncs go back to the OS once the process settles", "objects", n)
-		}
+		e.afterLoad(n, e.log)
 		return
 	}
 }

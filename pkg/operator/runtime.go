@@ -788,9 +788,7 @@ func (r *Runtime) start(run *running, op *opv1a1.Operator) {
 	started, waiting := len(run.ctrls), len(run.invalid)
 	run.mu.Unlock()
 	log.Info("operator started", "controllers", started, "waiting", waiting)
-	if procmem.ReleaseAfterLoad(int(run.loaded.Load()), log) {
-		log.V(1).Info("the free heap pages of the initial load go back to the OS once the process settles", "objects", run.loaded.Load())
-	}
+	procmem.ReleaseAfterLoad(int(run.loaded.Load()), log)
 }
 
 // startWithRetries makes the first start attempt of controller i (named

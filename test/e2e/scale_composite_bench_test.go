@@ -261,7 +261,8 @@ func measureScaleComposite(tb testing.TB, n int) *compositeResult {
 	r.fromStart = time.Since(procStart)
 	// Steady state: the hook quiet (the follow-ups of the status writes
 	// done), then nothing more to do for the manager (which returns the
-	// free pages of a large initial sync 2s after its last sync).
+	// free pages of a large initial sync once 2s have passed since its
+	// last sync and its allocations have settled: 0.5s more).
 	h.quiet(3 * time.Second)
 	r.calls = h.calls.Load()
 	reqs1 := serverRequests(tb, hookBenchResources...)
