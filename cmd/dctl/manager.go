@@ -170,6 +170,13 @@ func (f *managerFlags) restConfig() (*rest.Config, error) {
 	if f.kubeconfig != "" {
 		rules.ExplicitPath = f.kubeconfig
 	}
+	// NaN compares false with everything: it would pass for "no limit".
+	if f.qps != f.qps {
+		return nil, fmt.Errorf("--kube-api-qps NaN: want a number (negative: no client-side limit)")
+	}
+	if f.burst < 0 {
+		return nil, fmt.Errorf("--kube-api-burst %d: want 0 (client-go's default of 10) or more", f.burst)
+	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		in, ierr := rest.InClusterConfig()

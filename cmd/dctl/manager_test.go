@@ -99,6 +99,35 @@ func TestContentTypeRefused(t *testing.T) {
 	}
 }
 
+// TestClientLimitsRefused: a --kube-api-qps of NaN (which compares false
+// with every bound and would pass for "no limit") and a negative
+// --kube-api-burst are errors naming the flag, under either spelling.
+func TestClientLimitsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"--kube-api-qps", "NaN"},
+		{"--client-go-qps", "nan"},
+		{"--kube-api-burst", "-7"},
+		{"--kube-api-qps", "5", "--kube-api-burst", "-1"},
+		{"--client-go-burst", "-3"},
+	} {
+		f := &managerFlags{}
+		cmd := &cobra.Command{Use: "x"}
+		f.register(cmd, "0", "0")
+		(&metacontrollerFlags{}).register(cmd, f)
+		if err := cmd.Flags().Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		flag := "--kube-api-qps"
+		if strings.Contains(strings.Join(args, " "), "burst") {
+			flag = "--kube-api-burst"
+		}
+		_, _, err := f.newManager(logr.Discard())
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("newManager with %q: %v, want an error naming %s", args, err, flag)
+		}
+	}
+}
+
 // TestRestConfigCompression: the manager asks for uncompressed responses
 // (rest.Config.DisableCompression, which keeps client-go's transport from
 // sending Accept-Encoding: gzip) unless --kube-api-compression is given,

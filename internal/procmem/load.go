@@ -115,7 +115,7 @@ func (m *loadReleaser) afterLoad(objects int, log logr.Logger) bool {
 		after, aerr := ReadResident()
 		kv := []any{"objects", objects, "waited", m.now().Sub(now).Round(time.Millisecond), "settled", settled}
 		if berr == nil && aerr == nil {
-			kv = append(kv, "rssBeforeMiB", before.Total>>20, "rssAfterMiB", after.Total>>20)
+			kv = append(kv, "rssBytesBefore", before.Total, "rssBytesAfter", after.Total)
 		}
 		log.Info("returned the free heap pages of a large initial load to the OS", kv...)
 	})
