@@ -160,9 +160,16 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 	f.limits.registerKinds(cmd)
 }
 
+// logTimeLayout is the time of a log line: RFC 3339 with milliseconds
+// (controller-runtime's default has whole seconds, too coarse to order a
+// controller's events; klog's lines carry microseconds).
+const logTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// logger returns the manager's logger writing to w: console text (JSON
+// lines with --log-json) at --verbosity, times in logTimeLayout.
 func (f *managerFlags) logger(w io.Writer) logr.Logger {
 	return zap.New(zap.WriteTo(w), zap.UseDevMode(!f.logJSON), zap.Level(zapcore.Level(-f.verbosity)),
-		zap.StacktraceLevel(zapcore.DPanicLevel))
+		zap.StacktraceLevel(zapcore.DPanicLevel), func(o *zap.Options) { o.TimeEncoder = zapcore.TimeEncoderOfLayout(logTimeLayout) })
 }
 
 func (f *managerFlags) restConfig() (*rest.Config, error) {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -95,6 +98,24 @@ func TestContentTypeRefused(t *testing.T) {
 		_, _, err := f.newManager(logr.Discard())
 		if err == nil || !strings.Contains(err.Error(), "--kube-api-content-type") {
 			t.Errorf("newManager with --kube-api-content-type %q: %v, want an error naming the flag", v, err)
+		}
+	}
+}
+
+// TestLogTimesInMilliseconds: the manager's log lines, console and JSON,
+// carry their time in RFC 3339 with milliseconds.
+func TestLogTimesInMilliseconds(t *testing.T) {
+	stamp := regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(Z|[+-]\d{2}:\d{2})`)
+	for _, asJSON := range []bool{false, true} {
+		var buf bytes.Buffer
+		(&managerFlags{logJSON: asJSON}).logger(&buf).Info("hello")
+		line := buf.String()
+		m := stamp.FindString(line)
+		if m == "" || !strings.Contains(line, "hello") {
+			t.Fatalf("JSON %v: log line %q has no RFC 3339 time with milliseconds", asJSON, line)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, m); err != nil {
+			t.Fatalf("JSON %v: time %q: %v", asJSON, m, err)
 		}
 	}
 }
