@@ -128,15 +128,12 @@ func (m *loadReleaser) afterLoad(objects int, log logr.Logger) bool {
 func (m *loadReleaser) waitSettled() bool {
 	start := m.now()
 	window := int(LoadSettleWindow / loadSettleTick)
-	samples := make([]uint64, 0, window+1)
-	samples = append(samples, m.allocated())
+	// At most LoadSettleMaxWait/loadSettleTick (600) samples.
+	samples := []uint64{m.allocated()}
 	for m.now().Sub(start) < LoadSettleMaxWait {
 		m.sleep(loadSettleTick)
-		if len(samples) == window+1 {
-			samples = append(samples[:0], samples[1:]...)
-		}
 		samples = append(samples, m.allocated())
-		if len(samples) == window+1 && samples[window]-samples[0] < LoadSettleBytes {
+		if n := len(samples); n > window && samples[n-1]-samples[n-1-window] < LoadSettleBytes {
 			return true
 		}
 	}

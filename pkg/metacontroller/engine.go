@@ -690,9 +690,10 @@ const loadIdle = 2 * time.Second
 // and hands the objects its watches
 // then hold (parents, children, related objects) to
 // procmem.ReleaseAfterLoad, which returns the free heap pages of a large
-// initial load to the OS once the process has settled: the hook's requests and answers and the writes
-// of thousands of syncs left the heap's pages at about twice the live
-// heap. It returns then, or when ctx ends.
+// initial load to the OS once the process has settled: the hook's
+// requests and answers and the writes of thousands of syncs left the
+// heap's pages at about twice the live heap. It returns then, or when ctx
+// ends.
 func (e *engine) releaseAfterLoad(ctx context.Context) {
 	t := time.NewTicker(e.loadIdle / 4)
 	defer t.Stop()

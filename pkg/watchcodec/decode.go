@@ -523,10 +523,7 @@ func internValue(b []byte) any {
 	if e := slot.Load(); e != nil && e.s == string(b) {
 		return e.v
 	}
-	s := string(b)
-	e := &valueEntry{s: s, v: s}
-	slot.Store(e)
-	return e.v
+	return takeValue(slot, string(b))
 }
 
 // internString is internValue for a string (coerced to valid UTF-8 first).
@@ -541,6 +538,12 @@ func internString(s string) any {
 	if e := slot.Load(); e != nil && e.s == s {
 		return e.v
 	}
+	return takeValue(slot, s)
+}
+
+// takeValue puts s in slot, in place of what it held, and returns its
+// interface box.
+func takeValue(slot *atomic.Pointer[valueEntry], s string) any {
 	e := &valueEntry{s: s, v: s}
 	slot.Store(e)
 	return e.v
@@ -572,7 +575,7 @@ func internKey(b []byte) string {
 	if ok {
 		return s
 	}
-	return internKeyString(string(b))
+	return takeKey(string(b))
 }
 
 // internKeyString is internKey for a string: the table's copy of s, or s,
@@ -587,6 +590,13 @@ func internKeyString(s string) string {
 	if ok {
 		return k
 	}
+	return takeKey(s)
+}
+
+// takeKey returns the table's copy of s (another goroutine may have taken
+// it in since the caller looked), else s, taken in while the table has
+// room.
+func takeKey(s string) string {
 	keyTable.Lock()
 	defer keyTable.Unlock()
 	if k, ok := keyTable.m[s]; ok {

@@ -149,31 +149,25 @@ func splitUnknown(data []byte) (schema.GroupVersionKind, []byte, bool) {
 	}
 	var apiVersion, kind string
 	var raw []byte
-	b := data[len(protobufPrefix):]
-	for len(b) > 0 {
-		num, v, rest, ok := nextBytesField(b)
-		if !ok {
-			return schema.GroupVersionKind{}, nil, false
-		}
-		b = rest
+	ok := eachBytesField(data[len(protobufPrefix):], func(num protowire.Number, v []byte) bool {
 		switch num {
 		case 1:
-			for len(v) > 0 {
-				tnum, tv, trest, ok := nextBytesField(v)
-				if !ok {
-					return schema.GroupVersionKind{}, nil, false
-				}
-				v = trest
-				switch tnum {
+			return eachBytesField(v, func(num protowire.Number, v []byte) bool {
+				switch num {
 				case 1:
-					apiVersion = string(tv)
+					apiVersion = string(v)
 				case 2:
-					kind = string(tv)
+					kind = string(v)
 				}
-			}
+				return true
+			})
 		case 2:
 			raw = v
 		}
+		return true
+	})
+	if !ok {
+		return schema.GroupVersionKind{}, nil, false
 	}
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil || gv.Version == "" || kind == "" {
@@ -182,19 +176,22 @@ func splitUnknown(data []byte) (schema.GroupVersionKind, []byte, bool) {
 	return gv.WithKind(kind), raw, true
 }
 
-// nextBytesField reads one length-delimited field (the only wire type of
-// runtime.Unknown's and TypeMeta's fields) from b; false for another wire
-// type or malformed input.
-func nextBytesField(b []byte) (protowire.Number, []byte, []byte, bool) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 || typ != protowire.BytesType {
-		return 0, nil, nil, false
+// eachBytesField calls f with each length-delimited field of b in order
+// (the only wire type of runtime.Unknown's and TypeMeta's fields); false
+// for another wire type, malformed input, or when f returns false.
+func eachBytesField(b []byte, f func(protowire.Number, []byte) bool) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return false
+		}
+		v, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 || !f(num, v) {
+			return false
+		}
+		b = b[n+m:]
 	}
-	v, m := protowire.ConsumeBytes(b[n:])
-	if m < 0 {
-		return 0, nil, nil, false
-	}
-	return num, v, b[n+m:], true
+	return true
 }
 
 // KubeTypesMinor is the minor version of the Kubernetes API types this

@@ -237,8 +237,7 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		}
 		aw := watchAnnotated(b, opNS)
 		waitControlPlaneQuiet(b)
-		cpu0 := p.cpuTime(b)
-		major0, minor0 := p.pageFaults(b)
+		stat0 := p.stat(b)
 		reqs0 = serverRequests(b, "pods")
 		phase0 = readPhaseCPU(b)
 		start := time.Now()
@@ -251,9 +250,8 @@ func BenchmarkAnnotatePods(b *testing.B) {
 			b.Fatalf("only %d of %d pods annotated after 5m", n, benchPods)
 		}
 		withOp := time.Since(start)
-		managerCPU := p.cpuTime(b) - cpu0
-		major, minor := p.pageFaults(b)
-		major, minor = major-major0, minor-minor0
+		stat1 := p.stat(b)
+		managerCPU, major, minor := stat1.cpu-stat0.cpu, stat1.major-stat0.major, stat1.minor-stat0.minor
 		opCPU := readPhaseCPU(b).since(phase0)
 		opReqs := requestsSince(reqs0, serverRequests(b, "pods"), benchPods)
 		firstWrite := time.Unix(0, aw.first.Load()).Sub(start)
@@ -414,58 +412,56 @@ func (p *dctlProcess) peakRSS(b *testing.B) int64 {
 // parseStat).
 func (p *dctlProcess) cpuTime(b *testing.B) time.Duration {
 	b.Helper()
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, _, cpu, err := parseStat(stat)
-	if err != nil {
-		b.Fatalf("/proc/%d/stat: %v", p.cmd.Process.Pid, err)
-	}
-	return cpu
+	return p.stat(b).cpu
 }
 
-// parseStat reads the command name, the parent's PID and the CPU time
-// (user and system) from a /proc/PID/stat: fields 2, 4, 14 and 15, the
-// times in clock ticks of 10ms (USER_HZ is 100 on Linux, proc(5)). The
-// command name is in parentheses and may hold spaces.
-func parseStat(stat []byte) (comm, ppid string, cpu time.Duration, err error) {
-	open, closing := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
-	if open < 0 || closing < open {
-		return "", "", 0, fmt.Errorf("no command name in %q", stat)
-	}
-	f := strings.Fields(string(stat[closing+1:]))
-	if len(f) < 13 {
-		return "", "", 0, fmt.Errorf("%d fields after the command name", len(f))
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return "", "", 0, fmt.Errorf("CPU times: %v %v", err1, err2)
-	}
-	return string(stat[open+1 : closing]), f[1], time.Duration(utime+stime) * 10 * time.Millisecond, nil
-}
-
-// pageFaults returns the process's major page faults (a page read from
-// a file: the executable's code and read-only data after the manager
-// released them) and minor ones so far (fields majflt and minflt of
-// /proc/PID/stat, proc(5)).
-func (p *dctlProcess) pageFaults(b *testing.B) (major, minor int64) {
+// stat reads the process's /proc/PID/stat (see parseStat).
+func (p *dctlProcess) stat(b *testing.B) procStat {
 	b.Helper()
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(f) < 10 {
-		b.Fatalf("/proc/%d/stat: %d fields after the command name", p.cmd.Process.Pid, len(f))
+	st, err := parseStat(stat)
+	if err != nil {
+		b.Fatalf("/proc/%d/stat: %v", p.cmd.Process.Pid, err)
 	}
-	minor, err1 := strconv.ParseInt(f[7], 10, 64)
-	major, err2 := strconv.ParseInt(f[9], 10, 64)
-	if err1 != nil || err2 != nil {
-		b.Fatalf("/proc/%d/stat: page faults: %v %v", p.cmd.Process.Pid, err1, err2)
+	return st
+}
+
+// procStat is what the benchmarks read of a /proc/PID/stat: the command
+// name, the parent's PID, the CPU time (user and system), and the page
+// faults: minor, and major (a page read from a file, such as the
+// executable's code and read-only data after the manager released them).
+type procStat struct {
+	comm, ppid   string
+	cpu          time.Duration
+	minor, major int64
+}
+
+// parseStat reads a /proc/PID/stat (proc(5)): fields 2 (the command name,
+// in parentheses, which may hold spaces), 4 (ppid), 10 (minflt), 12
+// (majflt), 14 and 15 (utime and stime, in clock ticks of 10ms: USER_HZ is
+// 100 on Linux).
+func parseStat(stat []byte) (procStat, error) {
+	open, closing := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || closing < open {
+		return procStat{}, fmt.Errorf("no command name in %q", stat)
 	}
-	return major, minor
+	f := strings.Fields(string(stat[closing+1:]))
+	if len(f) < 13 {
+		return procStat{}, fmt.Errorf("%d fields after the command name", len(f))
+	}
+	var n [4]int64
+	for i, field := range []int{7, 9, 11, 12} {
+		v, err := strconv.ParseInt(f[field], 10, 64)
+		if err != nil {
+			return procStat{}, fmt.Errorf("field %d: %w", field+3, err)
+		}
+		n[i] = v
+	}
+	return procStat{comm: string(stat[open+1 : closing]), ppid: f[1], minor: n[0], major: n[1],
+		cpu: time.Duration(n[2]+n[3]) * 10 * time.Millisecond}, nil
 }
 
 // status reads a size field of the process's /proc/PID/status ("VmHWM:",
@@ -648,8 +644,8 @@ func childCPU(b *testing.B) map[string]time.Duration {
 		if err != nil {
 			continue
 		}
-		if comm, ppid, cpu, err := parseStat(stat); err == nil && ppid == self {
-			out[comm] += cpu
+		if st, err := parseStat(stat); err == nil && st.ppid == self {
+			out[st.comm] += st.cpu
 		}
 	}
 	return out
@@ -793,4 +789,21 @@ func requestsSince(before, after map[string]float64, parents int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// TestParseStat: the fields of a /proc/PID/stat line whose command name
+// holds a space and a parenthesis.
+func TestParseStat(t *testing.T) {
+	line := []byte("4242 (dctl (x) y) S 17 4242 4242 0 -1 4194560 9553 0 710 3 64 7 0 0 20 0 9 0 123 0 0\n")
+	st, err := parseStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := procStat{comm: "dctl (x) y", ppid: "17", minor: 9553, major: 710, cpu: 710 * time.Millisecond}
+	if st != want {
+		t.Fatalf("parseStat: %+v, want %+v", st, want)
+	}
+	if _, err := parseStat([]byte("4242 (dctl) S 17 4242")); err == nil {
+		t.Fatal("parseStat of a short line: no error")
+	}
 }
