@@ -341,6 +341,9 @@ type dctlProcess struct {
 	logs   *bytes.Buffer
 	pprof  string // pprof address, "" when off
 	exited chan error
+	// profiling counts the profile downloads under way (see profile);
+	// stop waits for them, so that the process serves them to the end.
+	profiling sync.WaitGroup
 }
 
 // startDctlB runs `dctl start` with its default settings (addresses aside:
@@ -520,7 +523,8 @@ func (p *dctlProcess) sampleAnon() (peak func() int64) {
 
 // profile saves, in the background, a CPU profile of the next d, then a
 // heap profile, and the goroutines' stacks at d/2 to DCTL_BENCH_PPROF_DIR,
-// named after name; nothing when the variable is unset.
+// named after name; nothing when the variable is unset. The process's stop
+// waits until they are saved.
 func (p *dctlProcess) profile(b *testing.B, name string, d time.Duration) {
 	dir := os.Getenv(benchPprofDirEnv)
 	if dir == "" || p.pprof == "" {
@@ -538,15 +542,15 @@ func (p *dctlProcess) profile(b *testing.B, name string, d time.Duration) {
 			b.Logf("pprof %s: %v", path, err)
 		}
 	}
-	go func() {
+	p.profiling.Go(func() {
 		save(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), "cpu-"+name+".pprof")
 		save("/debug/pprof/heap", "heap-"+name+".pprof")
-	}()
-	go func() {
+	})
+	p.profiling.Go(func() {
 		// Where the goroutines wait, halfway through the CPU profile.
 		time.Sleep(d / 2)
 		save("/debug/pprof/goroutine?debug=1", "goroutines-"+name+".txt")
-	}()
+	})
 }
 
 // profileAPIServer saves, in the background, a CPU profile of the test's
@@ -681,9 +685,11 @@ func (p *dctlProcess) saveAllocs(b *testing.B, name string) {
 	}
 }
 
-// stop ends the process with SIGTERM and waits for it.
+// stop waits for the profile downloads under way, then ends the process with
+// SIGTERM and waits for it.
 func (p *dctlProcess) stop(b *testing.B) {
 	b.Helper()
+	p.profiling.Wait()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
