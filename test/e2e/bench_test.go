@@ -177,16 +177,19 @@ func (a *annotationWatch) stop() { a.w.Stop(); <-a.done }
 // The operator is timed from its creation (with the manager already
 // running) to the last annotation seen on a watch, so its time includes
 // listing the pods into its cache (the Operator object is created with a
-// client, not kubectl, so no process start is timed). Each timed phase
-// starts once the control plane is idle (waitControlPlaneQuiet). Reported:
+// client, not kubectl, so no process start is timed). Each phase has 2,000
+// pods of its own, created before it and deleted after it; the loops run
+// first in even rounds, the operator in odd ones. Each timed phase starts
+// once the control plane is idle (waitControlPlaneQuiet). Reported:
 // the loops' and the operator's pods/s, time-ratio (operator time / plain
 // time at equal concurrency; target <= 1.15, checked), the ratio to the
 // sequential loop, the dctl process's peak RSS and CPU per pod, and the
 // control plane's CPU with the operator over that with the loop; logged:
 // the CPU seconds of the API server and etcd, of kube-controller-manager
 // and of the benchmark's own process in each phase. With
-// DCTL_BENCH_PPROF_DIR set, the manager's CPU and allocation profiles and
-// the API server's CPU profile of each phase are saved there. Run with
+// DCTL_BENCH_PPROF_DIR set, the manager's CPU and allocation profiles, an
+// execution trace of its first second and the API server's CPU profile of
+// each phase are saved there. Run with
 // -benchtime=1x; with DCTL_BENCH_ROUNDS=N it runs N rounds and judges
 // their median ratio; DCTL_BENCH_DCTL_ARGS adds flags to `dctl start`.
 func BenchmarkAnnotatePods(b *testing.B) {
@@ -198,95 +201,42 @@ func BenchmarkAnnotatePods(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
 	var ratios []float64
 	for i := 0; i < b.N*benchRounds(b); i++ {
 		suffix := fmt.Sprintf("%d-%d", time.Now().Unix()%100000, i)
-		plainNS, opNS := "bench-plain-"+suffix, "bench-op-"+suffix
-		createPods(b, plainNS, benchPods)
-		createPods(b, opNS, benchPods)
-
-		// The plain loops: sequential first, then at the operator's write
-		// concurrency. The sequential loop writes an annotation of its own,
-		// so that the other adds the container-num annotation to pods
-		// without it, as the operator does, instead of changing a value.
-		sequential := plainPatchLoop(b, plainClient, plainNS, benchPods, 1, "dcontroller.io/bench-sequential", "1")
-		pw := watchAnnotated(b, plainNS)
-		waitControlPlaneQuiet(b)
-		reqs0 := serverRequests(b, "pods")
-		phase0 := readPhaseCPU(b)
-		profileAPIServer(b, fmt.Sprintf("plain-%d", i), 2*time.Second)
-		plain := plainPatchLoop(b, plainClient, plainNS, benchPods, operator.WriteConcurrency, "dcontroller.io/container-num", "1")
-		plainReqs := requestsSince(reqs0, serverRequests(b, "pods"), benchPods)
-		if n := pw.wait(benchPods, time.Minute); n < benchPods {
-			b.Fatalf("the plain loop's watch saw %d of %d pods annotated", n, benchPods)
+		// The phases alternate their order from round to round: the second
+		// one runs on the API server the first left (its heap grown by
+		// 2,000 writes and deletes whose garbage is collected later, its
+		// watch cache holding their events), and neither should always.
+		var pl plainPhase
+		var ap operatorPhase
+		if i%2 == 0 {
+			pl = annotateWithLoops(b, plainClient, "bench-plain-"+suffix, i)
+			ap = annotateWithOperator(b, op, "bench-op-"+suffix, i)
+		} else {
+			ap = annotateWithOperator(b, op, "bench-op-"+suffix, i)
+			pl = annotateWithLoops(b, plainClient, "bench-plain-"+suffix, i)
 		}
-		plainCPU := readPhaseCPU(b).since(phase0)
-		pw.stop()
-		// Only the operator's pods stay, so the cache holds what it serves.
-		if err := k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(plainNS)); err != nil {
-			b.Fatal(err)
+		ratio := ap.elapsed.Seconds() / pl.elapsed.Seconds()
+		order := "loop first"
+		if i%2 == 1 {
+			order = "operator first"
 		}
-
-		p := startDctlB(b, strings.Fields(os.Getenv(benchDctlArgsEnv))...)
-		spec := strings.Replace(string(op), "namespace: default", "namespace: "+opNS, 1)
-		spec = strings.Replace(spec, "name: pod-container-num-annotator\nspec", "name: bench-annotator\nspec", 1)
-		opObj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(spec), &opObj.Object); err != nil {
-			b.Fatal(err)
-		}
-		aw := watchAnnotated(b, opNS)
-		waitControlPlaneQuiet(b)
-		stat0 := p.stat(b)
-		reqs0 = serverRequests(b, "pods")
-		phase0 = readPhaseCPU(b)
-		start := time.Now()
-		p.profile(b, fmt.Sprintf("annotate-%d", i), 10*time.Second)
-		profileAPIServer(b, fmt.Sprintf("annotate-%d", i), 3*time.Second)
-		if err := k8sClient.Create(ctx, opObj); err != nil {
-			b.Fatal(err)
-		}
-		if n := aw.wait(benchPods, 5*time.Minute); n < benchPods {
-			b.Fatalf("only %d of %d pods annotated after 5m", n, benchPods)
-		}
-		withOp := time.Since(start)
-		stat1 := p.stat(b)
-		managerCPU, major, minor := stat1.cpu-stat0.cpu, stat1.major-stat0.major, stat1.minor-stat0.minor
-		opCPU := readPhaseCPU(b).since(phase0)
-		opReqs := requestsSince(reqs0, serverRequests(b, "pods"), benchPods)
-		firstWrite := time.Unix(0, aw.first.Load()).Sub(start)
-		aw.stop()
-		rss := p.peakRSS(b)
-		p.saveAllocs(b, fmt.Sprintf("annotate-%d", i))
-		if _, err := kubectlB("", "delete", "operators.dcontroller.io", "bench-annotator"); err != nil {
-			b.Fatal(err)
-		}
-		p.stop(b)
-		// The test control plane runs no namespace controller: the pods
-		// would stay, in the next round's cache.
-		if err := k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(opNS)); err != nil {
-			b.Fatal(err)
-		}
-		for _, ns := range []string{plainNS, opNS} {
-			_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		}
-
-		ratio := withOp.Seconds() / plain.Seconds()
-		b.Logf("plain loop: %v sequential, %v with %d workers; operator %v (first annotation after %v, manager CPU %v); peak RSS %d MiB",
-			sequential.Round(time.Millisecond), plain.Round(time.Millisecond), operator.WriteConcurrency,
-			withOp.Round(time.Millisecond), firstWrite.Round(time.Millisecond), managerCPU, rss>>20)
-		b.Logf("API requests on pods per pod: plain loop %s; operator %s", plainReqs, opReqs)
-		b.Logf("manager page faults with the operator: %d major (pages read from the executable), %d minor", major, minor)
+		b.Logf("round %d (%s): plain loop: %v sequential, %v with %d workers; operator %v (first annotation after %v, manager CPU %v); peak RSS %d MiB",
+			i, order, pl.sequential.Round(time.Millisecond), pl.elapsed.Round(time.Millisecond), operator.WriteConcurrency,
+			ap.elapsed.Round(time.Millisecond), ap.firstWrite.Round(time.Millisecond), ap.managerCPU, ap.rss>>20)
+		b.Logf("API requests on pods per pod: plain loop %s; operator %s", pl.reqs, ap.reqs)
+		b.Logf("manager page faults with the operator: %d major (pages read from the executable), %d minor", ap.major, ap.minor)
 		b.Logf("CPU: API server and etcd %v (etcd %v) with the plain loop, %v (etcd %v) with the operator; benchmark process (the loop and the watch; the watch) %v, %v; kube-controller-manager %v, %v",
-			plainCPU.controlPlane, plainCPU.etcd, opCPU.controlPlane, opCPU.etcd, plainCPU.self, opCPU.self, plainCPU.kcm, opCPU.kcm)
-		b.ReportMetric(float64(benchPods)/sequential.Seconds(), "plain-seq-pods/s")
-		b.ReportMetric(float64(benchPods)/plain.Seconds(), "plain-pods/s")
-		b.ReportMetric(float64(benchPods)/withOp.Seconds(), "operator-pods/s")
-		b.ReportMetric(firstWrite.Seconds(), "s-to-first-annotation")
-		b.ReportMetric(withOp.Seconds()/sequential.Seconds(), "time-ratio-seq")
-		b.ReportMetric(float64(rss)/(1<<20), "peak-RSS-MiB")
-		b.ReportMetric(float64(managerCPU.Microseconds())/benchPods, "manager-CPU-µs/pod")
-		b.ReportMetric(float64(opCPU.controlPlane.Microseconds())/float64(plainCPU.controlPlane.Microseconds()), "control-plane-CPU-ratio")
+			pl.cpu.controlPlane, pl.cpu.etcd, ap.cpu.controlPlane, ap.cpu.etcd, pl.cpu.self, ap.cpu.self, pl.cpu.kcm, ap.cpu.kcm)
+		b.ReportMetric(float64(benchPods)/pl.sequential.Seconds(), "plain-seq-pods/s")
+		b.ReportMetric(float64(benchPods)/pl.elapsed.Seconds(), "plain-pods/s")
+		b.ReportMetric(float64(benchPods)/ap.elapsed.Seconds(), "operator-pods/s")
+		b.ReportMetric(ap.firstWrite.Seconds(), "s-to-first-annotation")
+		b.ReportMetric(ap.elapsed.Seconds()/pl.sequential.Seconds(), "time-ratio-seq")
+		b.ReportMetric(float64(ap.rss)/(1<<20), "peak-RSS-MiB")
+		b.ReportMetric(float64(ap.managerCPU.Microseconds())/benchPods, "manager-CPU-µs/pod")
+		b.ReportMetric(float64(ap.cpu.controlPlane.Microseconds())/float64(pl.cpu.controlPlane.Microseconds()), "control-plane-CPU-ratio")
 		ratios = append(ratios, ratio)
 	}
 	m := median(ratios)
@@ -295,6 +245,108 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		b.Errorf("the operator took %.2fx the plain loop's time at %d writes in flight (median of %d rounds: %.2f), want <= 1.15x",
 			m, operator.WriteConcurrency, len(ratios), ratios)
 	}
+}
+
+// plainPhase is what BenchmarkAnnotatePods measures of the plain loops.
+type plainPhase struct {
+	sequential, elapsed time.Duration // the sequential loop's time; the timed loop's
+	reqs                string        // API requests on pods per pod (requestsSince)
+	cpu                 phaseCPU      // used during the timed loop
+}
+
+// annotateWithLoops creates benchPods pods in the new namespace ns,
+// annotates them with a sequential loop and then, timed, with a loop of
+// operator.WriteConcurrency workers, and deletes them. The sequential loop
+// writes an annotation of its own, so that the timed one adds the
+// container-num annotation to pods without it, as the operator does,
+// instead of changing a value.
+func annotateWithLoops(b *testing.B, c client.Client, ns string, round int) plainPhase {
+	b.Helper()
+	var r plainPhase
+	createPods(b, ns, benchPods)
+	r.sequential = plainPatchLoop(b, c, ns, benchPods, 1, "dcontroller.io/bench-sequential", "1")
+	pw := watchAnnotated(b, ns)
+	waitControlPlaneQuiet(b)
+	reqs0 := serverRequests(b, "pods")
+	phase0 := readPhaseCPU(b)
+	profileAPIServer(b, fmt.Sprintf("plain-%d", round), 2*time.Second)
+	r.elapsed = plainPatchLoop(b, c, ns, benchPods, operator.WriteConcurrency, "dcontroller.io/container-num", "1")
+	r.reqs = requestsSince(reqs0, serverRequests(b, "pods"), benchPods)
+	if n := pw.wait(benchPods, time.Minute); n < benchPods {
+		b.Fatalf("the plain loop's watch saw %d of %d pods annotated", n, benchPods)
+	}
+	r.cpu = readPhaseCPU(b).since(phase0)
+	pw.stop()
+	deleteBenchPods(b, ns)
+	return r
+}
+
+// operatorPhase is what BenchmarkAnnotatePods measures of the operator.
+type operatorPhase struct {
+	elapsed, firstWrite time.Duration // from the Operator's creation to the last and first annotation seen
+	managerCPU          time.Duration
+	major, minor        int64 // the manager's page faults
+	rss                 int64 // the manager's peak RSS, bytes
+	reqs                string
+	cpu                 phaseCPU
+}
+
+// annotateWithOperator creates benchPods pods in the new namespace ns,
+// starts `dctl start` and times the annotator operator (op, restricted to
+// ns) from its creation to the last annotation seen on a watch; then it
+// deletes the operator, stops the manager and deletes the pods.
+func annotateWithOperator(b *testing.B, op []byte, ns string, round int) operatorPhase {
+	b.Helper()
+	ctx := context.Background()
+	var r operatorPhase
+	createPods(b, ns, benchPods)
+	p := startDctlB(b, strings.Fields(os.Getenv(benchDctlArgsEnv))...)
+	spec := strings.Replace(string(op), "namespace: default", "namespace: "+ns, 1)
+	spec = strings.Replace(spec, "name: pod-container-num-annotator\nspec", "name: bench-annotator\nspec", 1)
+	opObj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(spec), &opObj.Object); err != nil {
+		b.Fatal(err)
+	}
+	aw := watchAnnotated(b, ns)
+	waitControlPlaneQuiet(b)
+	stat0 := p.stat(b)
+	reqs0 := serverRequests(b, "pods")
+	phase0 := readPhaseCPU(b)
+	start := time.Now()
+	p.profile(b, fmt.Sprintf("annotate-%d", round), 10*time.Second)
+	profileAPIServer(b, fmt.Sprintf("annotate-%d", round), 3*time.Second)
+	if err := k8sClient.Create(ctx, opObj); err != nil {
+		b.Fatal(err)
+	}
+	if n := aw.wait(benchPods, 5*time.Minute); n < benchPods {
+		b.Fatalf("only %d of %d pods annotated after 5m", n, benchPods)
+	}
+	r.elapsed = time.Since(start)
+	stat1 := p.stat(b)
+	r.managerCPU, r.major, r.minor = stat1.cpu-stat0.cpu, stat1.major-stat0.major, stat1.minor-stat0.minor
+	r.cpu = readPhaseCPU(b).since(phase0)
+	r.reqs = requestsSince(reqs0, serverRequests(b, "pods"), benchPods)
+	r.firstWrite = time.Unix(0, aw.first.Load()).Sub(start)
+	aw.stop()
+	r.rss = p.peakRSS(b)
+	p.saveAllocs(b, fmt.Sprintf("annotate-%d", round))
+	if _, err := kubectlB("", "delete", "operators.dcontroller.io", "bench-annotator"); err != nil {
+		b.Fatal(err)
+	}
+	p.stop(b)
+	deleteBenchPods(b, ns)
+	return r
+}
+
+// deleteBenchPods deletes the pods of ns and ns itself, so that the next
+// phase's caches hold only what it serves.
+func deleteBenchPods(b *testing.B, ns string) {
+	b.Helper()
+	ctx := context.Background()
+	if err := k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 }
 
 // benchDctlArgsEnv holds more `dctl start` flags, separated by spaces,
@@ -522,9 +574,10 @@ func (p *dctlProcess) sampleAnon() (peak func() int64) {
 }
 
 // profile saves, in the background, a CPU profile of the next d, then a
-// heap profile, and the goroutines' stacks at d/2 to DCTL_BENCH_PPROF_DIR,
-// named after name; nothing when the variable is unset. The process's stop
-// waits until they are saved.
+// heap profile, an execution trace of the next second (`go tool trace`:
+// where a start waits) and the goroutines' stacks at d/2 to
+// DCTL_BENCH_PPROF_DIR, named after name; nothing when the variable is
+// unset. The process's stop waits until they are saved.
 func (p *dctlProcess) profile(b *testing.B, name string, d time.Duration) {
 	dir := os.Getenv(benchPprofDirEnv)
 	if dir == "" || p.pprof == "" {
@@ -546,6 +599,7 @@ func (p *dctlProcess) profile(b *testing.B, name string, d time.Duration) {
 		save(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), "cpu-"+name+".pprof")
 		save("/debug/pprof/heap", "heap-"+name+".pprof")
 	})
+	p.profiling.Go(func() { save("/debug/pprof/trace?seconds=1", "trace-"+name+".out") })
 	p.profiling.Go(func() {
 		// Where the goroutines wait, halfway through the CPU profile.
 		time.Sleep(d / 2)
