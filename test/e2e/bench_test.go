@@ -39,9 +39,10 @@ import (
 
 const benchPods = 2000
 
-// benchPprofDirEnv names a directory: when set, the benchmarks that run
-// `dctl start` serve its pprof endpoint and save a CPU profile (cpu-*.pprof)
-// and a heap profile (heap-*.pprof) of the manager's busy phase there.
+// benchPprofDirEnv names a directory, made when missing: when set, the
+// benchmarks that run `dctl start` serve its pprof endpoint and save a CPU
+// profile (cpu-*.pprof) and a heap profile (heap-*.pprof) of the manager's
+// busy phase there, and more (see profile, saveAllocs, profileAPIServer).
 const benchPprofDirEnv = "DCTL_BENCH_PPROF_DIR"
 
 func createPods(b *testing.B, ns string, n int) {

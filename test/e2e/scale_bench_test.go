@@ -770,7 +770,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // table formats the result for the log.
 func (r *scaleResult) table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d pods of %d B (JSON, no managedFields), created in %s; per pod = (after sync - before the list) / N, after a forced GC\n",
+	fmt.Fprintf(&b, "%d pods of %d B (JSON, no managedFields), created in %s; per pod = (after sync - before the list) / N, after a forced GC, in bytes\n",
 		r.n, r.podBytes, r.create.Round(time.Millisecond))
 	fmt.Fprintf(&b, "%-22s %12s %12s %12s %12s %10s\n", "", "heapInuse/pod", "heapAlloc/pod", "RSS/pod", "RssAnon/pod", "sync")
 	row := func(name string, f scaleFigures) {

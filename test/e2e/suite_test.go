@@ -51,6 +51,14 @@ func run(m *testing.M) int {
 		}
 	}
 	kubectlBin = filepath.Join(binDir, "kubectl")
+	if dir := os.Getenv(benchPprofDirEnv); dir != "" {
+		// The profiles' directory is made when missing, as `go test
+		// -cpuprofile` does not: a typo would lose every profile.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %s: %v\n", benchPprofDirEnv, err)
+			return 1
+		}
+	}
 	tmpBin, err := os.MkdirTemp("", "dcontroller-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
