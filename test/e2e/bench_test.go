@@ -211,18 +211,16 @@ func BenchmarkAnnotatePods(b *testing.B) {
 		// watch cache holding their events), and neither should always.
 		var pl plainPhase
 		var ap operatorPhase
+		order := "loop first"
 		if i%2 == 0 {
 			pl = annotateWithLoops(b, plainClient, "bench-plain-"+suffix, i)
 			ap = annotateWithOperator(b, op, "bench-op-"+suffix, i)
 		} else {
+			order = "operator first"
 			ap = annotateWithOperator(b, op, "bench-op-"+suffix, i)
 			pl = annotateWithLoops(b, plainClient, "bench-plain-"+suffix, i)
 		}
 		ratio := ap.elapsed.Seconds() / pl.elapsed.Seconds()
-		order := "loop first"
-		if i%2 == 1 {
-			order = "operator first"
-		}
 		b.Logf("round %d (%s): plain loop: %v sequential, %v with %d workers; operator %v (first annotation after %v, manager CPU %v); peak RSS %d MiB",
 			i, order, pl.sequential.Round(time.Millisecond), pl.elapsed.Round(time.Millisecond), operator.WriteConcurrency,
 			ap.elapsed.Round(time.Millisecond), ap.firstWrite.Round(time.Millisecond), ap.managerCPU, ap.rss>>20)
@@ -585,14 +583,7 @@ func (p *dctlProcess) profile(b *testing.B, name string, d time.Duration) {
 		return
 	}
 	save := func(path, file string) {
-		resp, err := http.Get("http://" + p.pprof + path)
-		if err != nil {
-			b.Logf("pprof %s: %v", path, err)
-			return
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		if err := os.WriteFile(filepath.Join(dir, file), data, 0o644); err != nil {
+		if err := savePprof(p.pprof, path, file); err != nil {
 			b.Logf("pprof %s: %v", path, err)
 		}
 	}
@@ -728,16 +719,24 @@ func (p *dctlProcess) saveAllocs(b *testing.B, name string) {
 	if dir == "" || p.pprof == "" {
 		return
 	}
-	resp, err := http.Get("http://" + p.pprof + "/debug/pprof/allocs")
-	if err != nil {
+	if err := savePprof(p.pprof, "/debug/pprof/allocs", "allocs-"+name+".pprof"); err != nil {
 		b.Logf("pprof allocs: %v", err)
-		return
+	}
+}
+
+// savePprof saves the answer to GET http://addr+path (a pprof endpoint)
+// as file in DCTL_BENCH_PPROF_DIR.
+func savePprof(addr, path, file string) error {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if err := os.WriteFile(filepath.Join(dir, "allocs-"+name+".pprof"), data, 0o644); err != nil {
-		b.Logf("pprof allocs: %v", err)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
 	}
+	return os.WriteFile(filepath.Join(os.Getenv(benchPprofDirEnv), file), data, 0o644)
 }
 
 // stop waits for the profile downloads under way, then ends the process with

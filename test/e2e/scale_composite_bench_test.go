@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -307,17 +305,7 @@ func (p *scaleDctl) saveHeap(tb testing.TB, name string) {
 		return
 	}
 	for path, file := range map[string]string{"/debug/pprof/heap?gc=1": "heap-" + name + ".pprof", "/debug/pprof/heap?debug=1": "memstats-" + name + ".txt"} {
-		resp, err := http.Get("http://" + p.pprof + path)
-		if err != nil {
-			tb.Errorf("pprof %s: %v", path, err)
-			continue
-		}
-		data, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, file), data, 0o644)
-		}
-		if err != nil {
+		if err := savePprof(p.pprof, path, file); err != nil {
 			tb.Errorf("pprof %s: %v", path, err)
 		}
 	}
