@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 
@@ -170,10 +171,18 @@ func cleaned(obj *unstructured.Unstructured, ns, tag string) map[string]any {
 		c.SetName("NAME")
 	}
 	if mf := obj.GetManagedFields(); len(mf) > 0 {
-		// Who wrote what, without the times.
-		var managers []any
+		// Who wrote what, without the times. The API server orders the
+		// entries by operation, then by the second of their time, then by
+		// manager: two writes in one second or in two come out in
+		// different orders, so the names are sorted.
+		names := make([]string, 0, len(mf))
 		for _, e := range mf {
-			managers = append(managers, e.Manager+"/"+string(e.Operation)+"/"+e.Subresource)
+			names = append(names, e.Manager+"/"+string(e.Operation)+"/"+e.Subresource)
+		}
+		sort.Strings(names)
+		managers := make([]any, len(names))
+		for i, n := range names {
+			managers[i] = n
 		}
 		c.Object["managers"] = managers
 	}
