@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -142,10 +143,12 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 	fs.StringVar(&f.leaderElectionNS, "leader-election-namespace", "dcontroller-system", "namespace of the leader-election Lease")
 	fs.IntVarP(&f.verbosity, "verbosity", "v", 0, "log verbosity (0: info, higher: more debug output)")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
-	fs.Float32Var(&f.qps, "kube-api-qps", defaultKubeAPIQPS, "requests per second the manager may send to the Kubernetes API server, sustained, "+
+	f.qps = defaultKubeAPIQPS
+	fs.Var(qpsValue{&f.qps}, "kube-api-qps", "requests per second the manager may send to the Kubernetes API server, sustained, "+
 		"all its clients together (informers, writes, discovery, events; leader election and sharding Leases have a bucket of their own); "+
 		"negative: no client-side limit (API Priority and Fairness protects the server, as with controller-runtime's defaults), 0: client-go's default of 5")
-	fs.IntVar(&f.burst, "kube-api-burst", defaultKubeAPIBurst, "requests the manager may send to the Kubernetes API server in a burst, all its clients together, "+
+	f.burst = defaultKubeAPIBurst
+	fs.Var(burstValue{&f.burst}, "kube-api-burst", "requests the manager may send to the Kubernetes API server in a burst, all its clients together, "+
 		"when --kube-api-qps is 0 or more (0: client-go's default of 10)")
 	fs.BoolVar(&f.compression, "kube-api-compression", false, "ask the Kubernetes API server for gzip-compressed responses (it compresses responses over 128 KiB and the informers' watches, which start with their list): "+
 		"less traffic for more CPU on both sides, worth it below about 1 Gbit/s to the API server; a kubeconfig's disable-compression still turns it off")
@@ -159,6 +162,58 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 	f.limits.register(cmd)
 	f.limits.registerKinds(cmd)
 }
+
+// qpsValue is the value of --kube-api-qps: a float32 as pflag parses it,
+// finite. NaN compares false with every bound and would pass for "no
+// limit"; an infinite rate is what a negative one already says. Refused
+// when parsed, so that the error names the spelling given.
+type qpsValue struct{ p *float32 }
+
+func (v qpsValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return strconv.FormatFloat(float64(*v.p), 'g', -1, 32)
+}
+
+func (v qpsValue) Set(s string) error {
+	q, err := strconv.ParseFloat(s, 32)
+	if err != nil {
+		return err
+	}
+	if math.IsNaN(q) || math.IsInf(q, 0) {
+		return fmt.Errorf("want a finite number (negative: no client-side limit)")
+	}
+	*v.p = float32(q)
+	return nil
+}
+
+func (qpsValue) Type() string { return "float32" }
+
+// burstValue is the value of --kube-api-burst: an int, 0 or more (client-go
+// refuses a negative burst only when it builds the rate limiter).
+type burstValue struct{ p *int }
+
+func (v burstValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return strconv.Itoa(*v.p)
+}
+
+func (v burstValue) Set(s string) error {
+	b, err := strconv.ParseInt(s, 0, strconv.IntSize)
+	if err != nil {
+		return err
+	}
+	if b < 0 {
+		return fmt.Errorf("want 0 (client-go's default of 10) or more")
+	}
+	*v.p = int(b)
+	return nil
+}
+
+func (burstValue) Type() string { return "int" }
 
 // logTimeLayout is the time of a log line: RFC 3339 with milliseconds
 // (controller-runtime's default has whole seconds, too coarse to order a
@@ -176,13 +231,6 @@ func (f *managerFlags) restConfig() (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if f.kubeconfig != "" {
 		rules.ExplicitPath = f.kubeconfig
-	}
-	// NaN compares false with everything: it would pass for "no limit".
-	if f.qps != f.qps {
-		return nil, fmt.Errorf("--kube-api-qps NaN: want a number (negative: no client-side limit)")
-	}
-	if f.burst < 0 {
-		return nil, fmt.Errorf("--kube-api-burst %d: want 0 (client-go's default of 10) or more", f.burst)
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {

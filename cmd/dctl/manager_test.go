@@ -121,30 +121,37 @@ func TestLogTimesInMilliseconds(t *testing.T) {
 }
 
 // TestClientLimitsRefused: a --kube-api-qps of NaN (which compares false
-// with every bound and would pass for "no limit") and a negative
-// --kube-api-burst are errors naming the flag, under either spelling.
+// with every bound and would pass for "no limit") or infinity and a
+// negative --kube-api-burst are errors when the flags are parsed, naming
+// the spelling given; the values kept are the defaults.
 func TestClientLimitsRefused(t *testing.T) {
-	for _, args := range [][]string{
-		{"--kube-api-qps", "NaN"},
-		{"--client-go-qps", "nan"},
-		{"--kube-api-burst", "-7"},
-		{"--kube-api-qps", "5", "--kube-api-burst", "-1"},
-		{"--client-go-burst", "-3"},
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--kube-api-qps", "NaN"}, "--kube-api-qps"},
+		{[]string{"--client-go-qps", "nan"}, "--client-go-qps"},
+		{[]string{"--kube-api-qps=+Inf"}, "--kube-api-qps"},
+		{[]string{"--client-go-qps", "-inf"}, "--client-go-qps"},
+		{[]string{"--kube-api-burst", "-7"}, "--kube-api-burst"},
+		{[]string{"--kube-api-qps", "5", "--kube-api-burst", "-1"}, "--kube-api-burst"},
+		{[]string{"--client-go-burst", "-3"}, "--client-go-burst"},
+		{[]string{"--kube-api-burst", "1e3"}, "--kube-api-burst"},
 	} {
 		f := &managerFlags{}
 		cmd := &cobra.Command{Use: "x"}
 		f.register(cmd, "0", "0")
 		(&metacontrollerFlags{}).register(cmd, f)
-		if err := cmd.Flags().Parse(args); err != nil {
-			t.Fatal(err)
+		err := cmd.Flags().Parse(tc.args)
+		if err == nil || !strings.Contains(err.Error(), `"`+tc.flag+`"`) {
+			t.Errorf("parsing %q: %v, want an error naming %s", tc.args, err, tc.flag)
 		}
-		flag := "--kube-api-qps"
-		if strings.Contains(strings.Join(args, " "), "burst") {
-			flag = "--kube-api-burst"
+		wantQPS := float32(defaultKubeAPIQPS)
+		if tc.args[0] == "--kube-api-qps" && tc.args[1] == "5" {
+			wantQPS = 5 // a valid flag before the refused one
 		}
-		_, _, err := f.newManager(logr.Discard())
-		if err == nil || !strings.Contains(err.Error(), flag) {
-			t.Errorf("newManager with %q: %v, want an error naming %s", args, err, flag)
+		if f.qps != wantQPS || f.burst != defaultKubeAPIBurst {
+			t.Errorf("parsing %q: qps %v burst %d, want %v and the default burst %d", tc.args, f.qps, f.burst, wantQPS, defaultKubeAPIBurst)
 		}
 	}
 }
