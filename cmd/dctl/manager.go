@@ -163,10 +163,13 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 	f.limits.registerKinds(cmd)
 }
 
-// qpsValue is the value of --kube-api-qps: a float32 as pflag parses it,
-// finite. NaN compares false with every bound and would pass for "no
-// limit"; an infinite rate is what a negative one already says. Refused
-// when parsed, so that the error names the spelling given.
+// qpsValue is the value of --kube-api-qps: a finite float32. NaN compares
+// false with every bound and would pass for "no limit"; an infinite rate is
+// what a negative one already says; a positive rate that float32 rounds
+// to 0 would silently mean client-go's default. Every negative rate is
+// kept as -1 and -0 as 0, so that two spellings of one meaning do not
+// conflict. Refused when parsed, so that the error names the spelling
+// given.
 type qpsValue struct{ p *float32 }
 
 func (v qpsValue) String() string {
@@ -177,21 +180,28 @@ func (v qpsValue) String() string {
 }
 
 func (v qpsValue) Set(s string) error {
-	q, err := strconv.ParseFloat(s, 32)
-	if err != nil {
-		return err
+	q, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(q) || math.IsInf(q, 0) || math.Abs(q) > math.MaxFloat32 {
+		return fmt.Errorf("want a finite number of requests per second, at most %.3g (negative: no client-side limit)", math.MaxFloat32)
 	}
-	if math.IsNaN(q) || math.IsInf(q, 0) {
-		return fmt.Errorf("want a finite number (negative: no client-side limit)")
+	switch {
+	case q < 0:
+		*v.p = -1 // every negative rate means the same: no limit
+	case q == 0:
+		*v.p = 0 // -0 too: client-go's default
+	case float32(q) == 0:
+		return fmt.Errorf("%s requests per second rounds to 0, which means client-go's default of 5: want at least %.3g", s, math.SmallestNonzeroFloat32)
+	default:
+		*v.p = float32(q)
 	}
-	*v.p = float32(q)
 	return nil
 }
 
 func (qpsValue) Type() string { return "float32" }
 
-// burstValue is the value of --kube-api-burst: an int, 0 or more (client-go
-// refuses a negative burst only when it builds the rate limiter).
+// burstValue is the value of --kube-api-burst: a decimal int, 0 or more
+// (client-go refuses a negative burst only when it builds the rate
+// limiter).
 type burstValue struct{ p *int }
 
 func (v burstValue) String() string {
@@ -202,12 +212,9 @@ func (v burstValue) String() string {
 }
 
 func (v burstValue) Set(s string) error {
-	b, err := strconv.ParseInt(s, 0, strconv.IntSize)
-	if err != nil {
-		return err
-	}
-	if b < 0 {
-		return fmt.Errorf("want 0 (client-go's default of 10) or more")
+	b, err := strconv.ParseInt(s, 10, strconv.IntSize)
+	if err != nil || b < 0 {
+		return fmt.Errorf("want a whole number of requests, 0 (client-go's default of 10) to %d", math.MaxInt)
 	}
 	*v.p = int(b)
 	return nil

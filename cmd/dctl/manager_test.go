@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -120,6 +121,38 @@ func TestLogTimesInMilliseconds(t *testing.T) {
 	}
 }
 
+// TestClientLimitsNormalised: every negative --kube-api-qps means no limit
+// and is kept as -1 (a tiny one that float32 rounds to -0 included), -0 is
+// 0; so two spellings with the same meaning do not conflict.
+func TestClientLimitsNormalised(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		qps  float32
+	}{
+		{[]string{"--kube-api-qps", "-1e-50"}, -1},
+		{[]string{"--kube-api-qps", "-7.5"}, -1},
+		{[]string{"--kube-api-qps", "-0"}, 0},
+		{[]string{"--kube-api-qps", "-1", "--client-go-qps", "-2"}, -1},
+		{[]string{"--kube-api-qps", "0", "--client-go-qps", "-0"}, 0},
+		{[]string{"--kube-api-qps", "2.5", "--client-go-qps", "2.50"}, 2.5},
+	} {
+		f := &managerFlags{}
+		m := &metacontrollerFlags{}
+		cmd := &cobra.Command{Use: "x"}
+		f.register(cmd, "0", "0")
+		m.register(cmd, f)
+		if err := cmd.Flags().Parse(tc.args); err != nil {
+			t.Fatalf("parsing %q: %v", tc.args, err)
+		}
+		if err := m.validate(cmd.Flags()); err != nil {
+			t.Errorf("validating %q: %v", tc.args, err)
+		}
+		if f.qps != tc.qps || math.Signbit(float64(f.qps)) != math.Signbit(float64(tc.qps)) {
+			t.Errorf("parsing %q: qps %v, want %v", tc.args, f.qps, tc.qps)
+		}
+	}
+}
+
 // TestClientLimitsRefused: a --kube-api-qps of NaN (which compares false
 // with every bound and would pass for "no limit") or infinity and a
 // negative --kube-api-burst are errors when the flags are parsed, naming
@@ -137,6 +170,9 @@ func TestClientLimitsRefused(t *testing.T) {
 		{[]string{"--kube-api-qps", "5", "--kube-api-burst", "-1"}, "--kube-api-burst"},
 		{[]string{"--client-go-burst", "-3"}, "--client-go-burst"},
 		{[]string{"--kube-api-burst", "1e3"}, "--kube-api-burst"},
+		{[]string{"--kube-api-burst", "0x10"}, "--kube-api-burst"},
+		{[]string{"--kube-api-qps", "1e40"}, "--kube-api-qps"},
+		{[]string{"--client-go-qps", "1e-50"}, "--client-go-qps"}, // rounds to 0: the default of 5
 	} {
 		f := &managerFlags{}
 		cmd := &cobra.Command{Use: "x"}

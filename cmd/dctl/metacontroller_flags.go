@@ -4,6 +4,7 @@ import (
 	goflag "flag"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -208,7 +209,7 @@ func (m *metacontrollerFlags) validate(fs *pflag.FlagSet) error {
 	if d, err := fs.GetDuration("cache-flush-interval"); err == nil && d < 0 {
 		return fmt.Errorf("--cache-flush-interval: want a positive duration, or 0 for controller-runtime's default, got %s", d)
 	}
-	if m.eventsQPS < 0 {
+	if m.eventsQPS < 0 || math.IsNaN(m.eventsQPS) || math.IsInf(m.eventsQPS, 0) {
 		return fmt.Errorf("--events-qps: want a positive number, or 0 for no bound, got %g", m.eventsQPS)
 	}
 	if m.eventsBurst < 0 {
