@@ -99,18 +99,19 @@ type flagAlias struct {
 }
 
 // spelling is one spelling of a flag: it sets the shared value and keeps
-// what it set it to, so that two spellings given different values can be
-// told apart from one given twice.
+// what it set it to (got, compared) and what was typed (typed, shown), so
+// that two spellings given different values can be told apart from one
+// given twice.
 type spelling struct {
 	pflag.Value
-	got string
+	got, typed string
 }
 
 func (s *spelling) Set(v string) error {
 	if err := s.Value.Set(v); err != nil {
 		return err
 	}
-	s.got = s.Value.String()
+	s.got, s.typed = s.Value.String(), v
 	return nil
 }
 
@@ -189,7 +190,7 @@ func (m *metacontrollerFlags) validate(fs *pflag.FlagSet) error {
 	for _, a := range m.aliases {
 		if fs.Changed(a.name) && fs.Changed(a.alias) && a.byName.got != a.byAlias.got {
 			return fmt.Errorf("--%s=%s and --%s=%s are the same setting with different values: give one of them",
-				a.name, a.byName.got, a.alias, a.byAlias.got)
+				a.name, a.byName.typed, a.alias, a.byAlias.typed)
 		}
 	}
 	if _, err := metacontroller.ParseApplyStrategy(m.applyStrategy); err != nil {

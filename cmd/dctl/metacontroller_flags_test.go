@@ -70,6 +70,8 @@ func TestMetacontrollerFlagConflicts(t *testing.T) {
 		{[]string{"--health-probe-bind-address=:1", "--health-addr=:2"}, "--health-addr=:2 and --health-probe-bind-address=:1"},
 		{[]string{"--leader-elect", "--leader-election=false"}, "--leader-elect=true and --leader-election=false"},
 		{[]string{"--client-go-burst=10", "--kube-api-burst=20"}, "--kube-api-burst=20 and --client-go-burst=10"},
+		{[]string{"--kube-api-qps=1.50", "--client-go-qps=2e0"}, "--kube-api-qps=1.50 and --client-go-qps=2e0"}, // as typed
+		{[]string{"--events-qps=NaN"}, "--events-qps: want a positive number, or 0 for no bound, got NaN"},
 		{[]string{"--apply-strategy=patch"}, `--apply-strategy: unknown apply strategy "patch"`},
 		{[]string{"--target-label-selector=a in (b"}, "--target-label-selector:"},
 		{[]string{"--workers=0"}, "--workers: want a positive number"},

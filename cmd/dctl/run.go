@@ -42,6 +42,11 @@ not validated.`,
   dctl run --standalone -f examples/pod-container-num-annotator/operator.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if standalone {
+				if err := standaloneFlagsUnused(cmd); err != nil {
+					return err
+				}
+			}
 			var ops []*opv1a1.Operator
 			for _, file := range files {
 				loaded, err := readOperators(file)
@@ -67,6 +72,27 @@ not validated.`,
 	_ = cmd.MarkFlagRequired("filename")
 	f.register(cmd, "0", "0")
 	return cmd
+}
+
+// clusterOnlyFlags are the flags of dctl run that only say how to reach
+// or share a Kubernetes API server, which --standalone does without.
+var clusterOnlyFlags = []string{"kubeconfig", "leader-elect", "leader-election-namespace",
+	"kube-api-qps", "kube-api-burst", "kube-api-compression", "kube-api-content-type"}
+
+// standaloneFlagsUnused refuses a cluster-only flag given with --standalone,
+// which would otherwise be ignored without a word.
+func standaloneFlagsUnused(cmd *cobra.Command) error {
+	var given []string
+	for _, name := range clusterOnlyFlags {
+		if cmd.Flags().Changed(name) {
+			given = append(given, "--"+name)
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: no effect with --standalone, which runs without a Kubernetes API server; drop %s",
+		strings.Join(given, ", "), map[bool]string{true: "it", false: "them"}[len(given) == 1])
 }
 
 func runRun(ctx context.Context, f *managerFlags, af *apiServerFlags, ops []*opv1a1.Operator) error {
