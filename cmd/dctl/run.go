@@ -66,7 +66,8 @@ not validated.`,
 		},
 	}
 	cmd.Flags().BoolVar(&standalone, "standalone", false,
-		"run without a cluster: every kind, native ones included, lives in an in-memory development store served by the API server")
+		"run without a cluster: every kind, native ones included, lives in an in-memory development store served by the API server "+
+			"(not with --kubeconfig, --kube-api-*, --leader-elect, --leader-election-namespace, --health-addr or --release-startup-pages-after, which it has no use for)")
 	af.register(cmd, apiserver.DefaultAddr)
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "operator file (YAML stream of Operator objects); repeatable")
 	_ = cmd.MarkFlagRequired("filename")
@@ -74,16 +75,19 @@ not validated.`,
 	return cmd
 }
 
-// clusterOnlyFlags are the flags of dctl run that only say how to reach
-// or share a Kubernetes API server, which --standalone does without.
-var clusterOnlyFlags = []string{"kubeconfig", "leader-elect", "leader-election-namespace",
-	"kube-api-qps", "kube-api-burst", "kube-api-compression", "kube-api-content-type"}
+// notStandaloneFlags are the flags of dctl run that --standalone has no
+// use for: those that only say how to reach or share a Kubernetes API
+// server, and those of the manager it does not build (its health
+// endpoints and its start-up page releases).
+var notStandaloneFlags = []string{"kubeconfig", "kube-api-qps", "kube-api-burst", "kube-api-compression", "kube-api-content-type",
+	"leader-elect", "leader-election-namespace", "health-addr", "release-startup-pages-after"}
 
-// standaloneFlagsUnused refuses a cluster-only flag given with --standalone,
-// which would otherwise be ignored without a word.
+// standaloneFlagsUnused refuses a flag of notStandaloneFlags given with
+// --standalone (with any value, its default included), which would
+// otherwise be ignored without a word.
 func standaloneFlagsUnused(cmd *cobra.Command) error {
 	var given []string
-	for _, name := range clusterOnlyFlags {
+	for _, name := range notStandaloneFlags {
 		if cmd.Flags().Changed(name) {
 			given = append(given, "--"+name)
 		}
