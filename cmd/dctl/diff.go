@@ -156,7 +156,7 @@ func runDiff(ctx context.Context, o *diffOptions, stdout, stderr io.Writer) erro
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
 		&clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
 	if err != nil {
-		return fail(fmt.Errorf("loading the kubeconfig: %w", err))
+		return fail(fmt.Errorf("loading the kubeconfig: %w", kubeconfigError(rules, err)))
 	}
 	var res *diff.Result
 	if hf != nil {

@@ -39,7 +39,10 @@ expired, not yet valid), 1 on other errors (no kubeconfig, no token).`,
 			cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
 				&clientcmd.ConfigOverrides{CurrentContext: contextName}).RawConfig()
 			if err != nil {
-				return &exitError{code: 1, err: fmt.Errorf("loading the kubeconfig: %w", err)}
+				return &exitError{code: 1, err: fmt.Errorf("loading the kubeconfig: %w", kubeconfigError(rules, err))}
+			}
+			if len(cfg.Contexts) == 0 {
+				return &exitError{code: 1, err: fmt.Errorf("loading the kubeconfig: %w", kubeconfigError(rules, clientcmd.ErrEmptyConfig))}
 			}
 			ctxName := cfg.CurrentContext
 			if contextName != "" {

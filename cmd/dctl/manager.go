@@ -243,6 +243,12 @@ func (f *managerFlags) restConfig() (*rest.Config, error) {
 	if err != nil {
 		in, ierr := rest.InClusterConfig()
 		if f.kubeconfig != "" || ierr != nil {
+			if clientcmd.IsEmptyConfig(err) {
+				if errors.Is(ierr, rest.ErrNotInCluster) {
+					return nil, fmt.Errorf("loading kubeconfig: %w, or run dctl in a cluster (a Pod's service account)", kubeconfigError(rules, err))
+				}
+				return nil, fmt.Errorf("loading kubeconfig: %w; the in-cluster configuration: %v", kubeconfigError(rules, err), ierr)
+			}
 			return nil, fmt.Errorf("loading kubeconfig: %w", err)
 		}
 		cfg = in
