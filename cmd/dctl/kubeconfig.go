@@ -19,21 +19,19 @@ func kubeconfigError(rules *clientcmd.ClientConfigLoadingRules, err error) error
 	if err == nil || !clientcmd.IsEmptyConfig(err) {
 		return err
 	}
-	var where string
 	if rules.ExplicitPath != "" {
-		where = "--kubeconfig " + describeKubeconfigFile(rules.ExplicitPath)
-	} else {
-		var files []string
-		for _, p := range rules.GetLoadingPrecedence() {
-			files = append(files, describeKubeconfigFile(p))
-		}
-		src := "~/.kube/config"
-		if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "" {
-			src = "$" + clientcmd.RecommendedConfigPathEnvVar
-		}
-		where = src + " (" + strings.Join(files, ", ") + ")"
+		return fmt.Errorf("no cluster configuration found in --kubeconfig %s", describeKubeconfigFile(rules.ExplicitPath))
 	}
-	return fmt.Errorf("no cluster configuration found in %s: give --kubeconfig or set $%s", where, clientcmd.RecommendedConfigPathEnvVar)
+	var files []string
+	for _, p := range rules.GetLoadingPrecedence() {
+		files = append(files, describeKubeconfigFile(p))
+	}
+	src := "~/.kube/config"
+	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "" {
+		src = "$" + clientcmd.RecommendedConfigPathEnvVar
+	}
+	return fmt.Errorf("no cluster configuration found in %s (%s): give --kubeconfig or set $%s",
+		src, strings.Join(files, ", "), clientcmd.RecommendedConfigPathEnvVar)
 }
 
 // describeKubeconfigFile is path with why it gave no configuration.
