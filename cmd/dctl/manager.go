@@ -243,16 +243,15 @@ func (f *managerFlags) restConfig() (*rest.Config, error) {
 	if err != nil {
 		in, ierr := rest.InClusterConfig()
 		if f.kubeconfig != "" || ierr != nil {
-			empty := clientcmd.IsEmptyConfig(err)
-			err = kubeconfigError(rules, err)
-			switch {
-			case f.kubeconfig != "" || !empty:
-			case errors.Is(ierr, rest.ErrNotInCluster):
-				err = fmt.Errorf("%w, or run dctl in a cluster (a Pod's service account)", err)
-			default:
-				err = fmt.Errorf("%w; the in-cluster configuration: %w", err, ierr)
+			if f.kubeconfig != "" || !clientcmd.IsEmptyConfig(err) {
+				return nil, fmt.Errorf("loading kubeconfig: %w", kubeconfigError(rules, err))
 			}
-			return nil, fmt.Errorf("loading kubeconfig: %w", err)
+			// No kubeconfig file gave a cluster, and the in-cluster
+			// configuration did not either.
+			if errors.Is(ierr, rest.ErrNotInCluster) {
+				return nil, fmt.Errorf("loading kubeconfig: %w, or run dctl in a cluster (a Pod's service account)", kubeconfigError(rules, err))
+			}
+			return nil, fmt.Errorf("loading kubeconfig: %w; the in-cluster configuration: %w", kubeconfigError(rules, err), ierr)
 		}
 		cfg = in
 	}

@@ -95,8 +95,12 @@ func standaloneFlagsUnused(cmd *cobra.Command) error {
 	if len(given) == 0 {
 		return nil
 	}
+	them := "them"
+	if len(given) == 1 {
+		them = "it"
+	}
 	return fmt.Errorf("%s: no effect with --standalone, which runs without a Kubernetes API server; drop %s",
-		strings.Join(given, ", "), map[bool]string{true: "it", false: "them"}[len(given) == 1])
+		strings.Join(given, ", "), them)
 }
 
 func runRun(ctx context.Context, f *managerFlags, af *apiServerFlags, ops []*opv1a1.Operator) error {

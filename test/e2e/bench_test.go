@@ -250,7 +250,7 @@ func BenchmarkAnnotatePods(b *testing.B) {
 // plainPhase is what BenchmarkAnnotatePods measures of the plain loops.
 type plainPhase struct {
 	sequential, elapsed time.Duration // the sequential loop's time; the timed loop's
-	reqs                string        // API requests on pods per pod (requestsSince)
+	reqs                string        // every client's API requests per pod during the timed loop (requestsSince)
 	cpu                 phaseCPU      // used during the timed loop
 }
 
@@ -285,10 +285,10 @@ func annotateWithLoops(b *testing.B, c client.Client, ns string, round int) plai
 type operatorPhase struct {
 	elapsed, firstWrite time.Duration // from the Operator's creation to the last and first annotation seen
 	managerCPU          time.Duration
-	major, minor        int64 // the manager's page faults
-	rss                 int64 // the manager's peak RSS, bytes
-	reqs                string
-	cpu                 phaseCPU
+	major, minor        int64    // the manager's page faults
+	rss                 int64    // the manager's peak RSS, bytes
+	reqs                string   // every client's API requests per pod during the phase (requestsSince)
+	cpu                 phaseCPU // used during the phase
 }
 
 // annotateWithOperator creates benchPods pods in the new namespace ns,
@@ -355,20 +355,13 @@ func deleteBenchPods(b *testing.B, ns string) {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	for {
-		err := k8sClient.Get(ctx, client.ObjectKeyFromObject(nsObj), nsObj)
-		if apierrors.IsNotFound(err) {
-			b.Logf("namespace %s gone %s after its deletion", ns, time.Since(start).Round(time.Millisecond))
-			return
+	eventually(b, 3*time.Minute, func() string {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(nsObj), nsObj); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("namespace %s still there after its deletion (phase %s, %v)", ns, nsObj.Status.Phase, err)
 		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		if time.Since(start) > 3*time.Minute {
-			b.Fatalf("namespace %s still there 3m after its deletion (phase %s)", ns, nsObj.Status.Phase)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
+	b.Logf("namespace %s gone %s after its deletion", ns, time.Since(start).Round(time.Millisecond))
 }
 
 // benchDctlArgsEnv holds more `dctl start` flags, separated by spaces,

@@ -242,7 +242,7 @@ func mustKubectl(t *testing.T, stdin string, args ...string) string {
 
 // eventually polls cond until it returns "" (success) or the timeout passes;
 // the last message is the failure.
-func eventually(t *testing.T, timeout time.Duration, cond func() string) {
+func eventually(t testing.TB, timeout time.Duration, cond func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var msg string
