@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,8 +17,9 @@ import (
 // (--release-startup-pages-after).
 const defaultReleaseStartupAfter = 10 * time.Second
 
-// releaseStartupPages returns the heap's free pages and unmaps the
-// executable's pages that start-up touched (procmem.ReleaseStartupPages),
+// releaseStartupPages returns the heap's free pages (while the live heap
+// is a start-up's: procmem.StartupHeapMax) and unmaps the executable's
+// pages that start-up touched (procmem.ReleaseStartupPages),
 // unless after (--release-startup-pages-after) is 0 or less; when names
 // the moment in the log. dctl start and dctl run release after each step
 // of their start: once the packages are initialised and the flags read
@@ -35,22 +37,39 @@ func releaseStartupPages(after time.Duration, when string, log logr.Logger) {
 		return
 	}
 	before, now, err := procmem.ReleaseStartupPages()
-	msg := "released the pages only start-up used"
-	var kvs []any
-	switch {
-	case errors.Is(err, procmem.ErrTracerAttached):
-		msg = "returned the heap's free pages; the executable's stay mapped"
-		kvs = append(kvs, "reason", err.Error())
-	case errors.Is(err, procmem.ErrPageCacheKept):
-		msg = "released the pages only start-up used; the executable's stay in the page cache"
-		kvs = append(kvs, "reason", err.Error())
-	case err != nil:
-		log.Error(err, "releasing the start-up pages", "when", when)
+	left, failure := releaseLeft(err)
+	if failure != nil {
+		log.Error(failure, "releasing the start-up pages", "when", when)
 		return
 	}
-	log.V(1).Info(msg, append([]any{"when", when, "rssBytesBefore", before.Total, "rssBytesAfter", now.Total,
+	kvs := []any{"when", when, "rssBytesBefore", before.Total, "rssBytesAfter", now.Total,
 		"rssFileBytesBefore", before.File, "rssFileBytesAfter", now.File, "rssAnonBytesBefore", before.Anon, "rssAnonBytesAfter", now.Anon,
-		"rssShmemBytesBefore", before.Shmem, "rssShmemBytesAfter", now.Shmem}, kvs...)...)
+		"rssShmemBytesBefore", before.Shmem, "rssShmemBytesAfter", now.Shmem}
+	if len(left) > 0 {
+		kvs = append(kvs, "left", strings.Join(left, "; "))
+	}
+	log.V(1).Info("released the pages only start-up used", kvs...)
+}
+
+// releaseLeft splits the error of procmem.ReleaseStartupPages into what
+// the release left undone, the rest being done (the messages of its
+// errors wrapping ErrHeapKept, ErrTracerAttached or ErrPageCacheKept), and
+// a failure (any other error, joined).
+func releaseLeft(err error) (left []string, failure error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		switch {
+		case e == nil:
+		case errors.Is(e, procmem.ErrHeapKept), errors.Is(e, procmem.ErrTracerAttached), errors.Is(e, procmem.ErrPageCacheKept):
+			left = append(left, e.Error())
+		default:
+			failure = errors.Join(failure, e)
+		}
+	}
+	return left, failure
 }
 
 // manageMemory sets the Go memory limit from the cgroup's (see

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,7 +14,8 @@ import (
 )
 
 // ReleaseStartupPages returns the Go heap's free pages to the operating
-// system (runtime/debug.FreeOSMemory, which collects garbage first) and
+// system (runtime/debug.FreeOSMemory, which collects garbage first) when
+// the live heap is a start-up's (at most StartupHeapMax) and
 // unmaps every read-only mapping of the running executable
 // (madvise(2) MADV_DONTNEED on the mappings of /proc/self/exe in
 // /proc/self/smaps without write permission: code, read-only data, the
@@ -56,15 +56,24 @@ import (
 // its pages count as RssShmem and cannot leave.
 //
 // It returns the resident set (VmRSS, RssAnon, RssFile and RssShmem of
-// /proc/self/status, bytes) before and after, and an error: one of the
-// two above (the rest was done), or one naming the mapping madvise refused
-// or the file that could not be read.
+// /proc/self/status, bytes) before and after, and an error: what it left
+// undone, the rest being done (ErrHeapKept, joined with one of the two
+// above when both apply), or one naming the mapping madvise refused or the
+// file that could not be read.
 func ReleaseStartupPages() (before, after Resident, err error) {
 	before, err = ReadResident()
 	if err != nil {
 		return before, before, err
 	}
-	debug.FreeOSMemory()
+	heapKept := freeStartupHeap()
+	after, err = releaseExecutable(before)
+	return before, after, errors.Join(heapKept, err)
+}
+
+// releaseExecutable unmaps the executable's read-only mappings and drops
+// its pages from the page cache (see ReleaseStartupPages), and returns the
+// resident set after, or before when it fails early.
+func releaseExecutable(before Resident) (after Resident, err error) {
 	if traced, err := tracerAttached(); err != nil || traced {
 		// A debugger's breakpoints are private copies of code pages,
 		// which MADV_DONTNEED would drop.
@@ -75,22 +84,22 @@ func ReleaseStartupPages() (before, after Resident, err error) {
 		if err == nil {
 			err = ErrTracerAttached
 		}
-		return before, after, err
+		return after, err
 	}
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
-		return before, before, fmt.Errorf("procmem: %w", err)
+		return before, fmt.Errorf("procmem: %w", err)
 	}
 	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
-		return before, before, fmt.Errorf("procmem: %w", err)
+		return before, fmt.Errorf("procmem: %w", err)
 	}
 	for _, m := range readOnlyMappings(smaps, exe) {
 		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, m.start, m.end-m.start, syscall.MADV_DONTNEED); e != 0 {
-			return before, before, fmt.Errorf("procmem: madvise(MADV_DONTNEED) of %s %x-%x: %w", exe, m.start, m.end, e)
+			return before, fmt.Errorf("procmem: madvise(MADV_DONTNEED) of %s %x-%x: %w", exe, m.start, m.end, e)
 		}
 		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, m.start, m.end-m.start, syscall.MADV_RANDOM); e != 0 {
-			return before, before, fmt.Errorf("procmem: madvise(MADV_RANDOM) of %s %x-%x: %w", exe, m.start, m.end, e)
+			return before, fmt.Errorf("procmem: madvise(MADV_RANDOM) of %s %x-%x: %w", exe, m.start, m.end, e)
 		}
 	}
 	if err := dropFromPageCache("/proc/self/exe"); err != nil {
@@ -98,10 +107,9 @@ func ReleaseStartupPages() (before, after Resident, err error) {
 		if errors.Is(err, fs.ErrPermission) {
 			err = errors.New("the executable is not readable (an execute-only file)")
 		}
-		return before, after, fmt.Errorf("%w: %w", ErrPageCacheKept, err)
+		return after, fmt.Errorf("%w: %w", ErrPageCacheKept, err)
 	}
-	after, err = ReadResident()
-	return before, after, err
+	return ReadResident()
 }
 
 // dropFromPageCache asks the kernel to drop the file's clean pages that no

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,11 +54,17 @@ func TestReleaseStartupPages(t *testing.T) {
 		f.Close()
 	}
 	cachedBefore, _ := cachedPages(t, "/proc/self/exe")
+	forced := forcedCollections()
 	before, after, err := ReleaseStartupPages()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("before: %+v, after: %+v", before, after)
+	// The test's heap is a start-up's: its free pages were returned, which
+	// debug.FreeOSMemory does after a forced collection.
+	if n := forcedCollections() - forced; n != 1 {
+		t.Errorf("%d forced collections during the release, want 1 (debug.FreeOSMemory)", n)
+	}
 	if before.File <= 0 || after.File >= before.File/2 {
 		t.Fatalf("RssFile %d -> %d bytes: want less than half left", before.File, after.File)
 	}
@@ -77,6 +84,51 @@ func TestReleaseStartupPages(t *testing.T) {
 	if err != nil || again.Total <= 0 {
 		t.Fatalf("ReadResident after the release: %+v, %v", again, err)
 	}
+}
+
+// TestReleaseStartupPagesLargeHeap runs the release in a copy of this
+// test binary whose live heap is over StartupHeapMax: the release does not
+// collect it (no forced collection) and says so with ErrHeapKept alone,
+// and unmaps the executable's pages all the same.
+func TestReleaseStartupPagesLargeHeap(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), releaseChildEnv+"="+largeHeapChild)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("running the copy with a large heap: %v\n%s", err, out)
+	}
+	var errText string
+	var fileBefore, fileAfter, forced int64
+	line, _, _ := strings.Cut(string(out), "\n")
+	if _, err := fmt.Sscanf(line, "release: err=%q rssFileBefore=%d rssFile=%d forced=%d", &errText, &fileBefore, &fileAfter, &forced); err != nil {
+		t.Fatalf("the copy printed %q: %v", out, err)
+	}
+	if want := ErrHeapKept.Error() + " (96 MiB)"; errText != want {
+		t.Errorf("the release with a large heap returned %q, want %q", errText, want)
+	}
+	if forced != 0 {
+		t.Errorf("%d forced collections during the release with a large heap, want none", forced)
+	}
+	if fileBefore <= 0 || fileAfter >= fileBefore/2 {
+		t.Errorf("RssFile %d -> %d bytes with a large heap: want the executable's pages released all the same (less than half left)", fileBefore, fileAfter)
+	}
+	t.Logf("%s", line)
+}
+
+// largeHeapChild, as the value of releaseChildEnv, makes the copy hold a
+// live heap of 1.5 StartupHeapMax (96 MiB) during its release.
+const largeHeapChild = "large-heap"
+
+// forcedCollections is the count of collections the program forced
+// (runtime/metrics /gc/cycles/forced:gc-cycles).
+func forcedCollections() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 func TestTracerIn(t *testing.T) {
@@ -144,9 +196,22 @@ func cachedPages(t *testing.T, path string) (cached, total int) {
 const releaseChildEnv = "DCTL_PROCMEM_RELEASE_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(releaseChildEnv) != "" {
-		_, after, err := ReleaseStartupPages()
-		fmt.Printf("release: err=%v rssFile=%d\n", err, after.File)
+	if mode := os.Getenv(releaseChildEnv); mode != "" {
+		var live [][]byte
+		if mode == largeHeapChild {
+			for range 1024 {
+				live = append(live, make([]byte, (StartupHeapMax+StartupHeapMax/2)/1024))
+			}
+			runtime.GC() // the live heap of the last collection is what the release reads
+		}
+		forced := forcedCollections()
+		before, after, err := ReleaseStartupPages()
+		if mode == largeHeapChild {
+			fmt.Printf("release: err=%q rssFileBefore=%d rssFile=%d forced=%d\n", fmt.Sprint(err), before.File, after.File, forcedCollections()-forced)
+		} else {
+			fmt.Printf("release: err=%v rssFile=%d\n", err, after.File)
+		}
+		runtime.KeepAlive(live)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

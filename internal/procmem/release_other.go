@@ -4,16 +4,15 @@ package procmem
 
 import (
 	"errors"
-	"runtime/debug"
 )
 
 // ReleaseStartupPages returns the Go heap's free pages to the operating
-// system (runtime/debug.FreeOSMemory); unmapping the executable's pages is
+// system (runtime/debug.FreeOSMemory) when the live heap is at most
+// StartupHeapMax, else its error wraps ErrHeapKept; unmapping the executable's pages is
 // implemented on Linux only, and the resident set is not read: both
 // Residents are zero.
 func ReleaseStartupPages() (before, after Resident, err error) {
-	debug.FreeOSMemory()
-	return Resident{}, Resident{}, nil
+	return Resident{}, Resident{}, freeStartupHeap()
 }
 
 // ReadResident reads the process's resident set; on Linux only.

@@ -478,6 +478,24 @@ func (p *scaleDctl) memory(tb testing.TB) memFigures {
 	return f
 }
 
+// traceLatency starts, with DCTL_BENCH_PPROF_DIR set, a 5 s execution
+// trace of the manager (trace-latency.out there, for `go tool trace`:
+// what a slow change waited for) and returns a function that waits until
+// it is saved; without the variable both do nothing.
+func (p *scaleDctl) traceLatency(tb testing.TB) func() {
+	tb.Helper()
+	if os.Getenv(benchPprofDirEnv) == "" {
+		return func() {}
+	}
+	done := make(chan error, 1)
+	go func() { done <- savePprof(p.pprof, "/debug/pprof/trace?seconds=5", "trace-latency.out") }()
+	return func() {
+		if err := <-done; err != nil {
+			tb.Errorf("trace of the latency changes: %v", err)
+		}
+	}
+}
+
 func (p *scaleDctl) stop(tb testing.TB) {
 	select {
 	case err := <-p.exited:
@@ -651,6 +669,12 @@ type scaleResult struct {
 	// event came before the patch's response was read); overLatency is the
 	// view's event after the pod's.
 	viewLatency, podLatency, overLatency []time.Duration
+	// latencyFrom and latencyTo bound the latency changes (wall clock),
+	// and released are dctl's log lines of returning the free heap pages
+	// of the initial load (each with its time): one that falls between
+	// them explains a slow change.
+	latencyFrom, latencyTo time.Time
+	released               []string
 	// views is each view's content at the end of the sync.
 	views map[string]scaleView
 }
@@ -733,6 +757,8 @@ func measureScale(tb testing.TB, n int) *scaleResult {
 		tb.Fatal(err)
 	}
 	go watchPods(wctx, cs, ns, l.ResourceVersion, pods)
+	traced := p.traceLatency(tb)
+	r.latencyFrom = time.Now()
 	for k := range scaleChanges {
 		name, gen := scalePodName(k*n/scaleChanges), fmt.Sprintf("g%d", k+1)
 		patch := []byte(`{"metadata":{"labels":{"gen":"` + gen + `"}}}`)
@@ -752,8 +778,15 @@ func measureScale(tb testing.TB, n int) *scaleResult {
 		r.viewLatency = append(r.viewLatency, vat.Sub(ret))
 		r.overLatency = append(r.overLatency, vat.Sub(at))
 	}
+	r.latencyTo = time.Now()
+	traced()
 	cancel()
 	p.stop(tb)
+	for _, l := range strings.Split(p.logs.String(), "\n") {
+		if strings.Contains(l, "free heap pages") {
+			r.released = append(r.released, l)
+		}
+	}
 	return r
 }
 
@@ -768,6 +801,10 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 // table formats the result for the log.
+// logTime is the layout of the times dctl's log lines start with, so that
+// the latency window reads next to them.
+const logTime = "2006-01-02T15:04:05.000Z07:00"
+
 func (r *scaleResult) table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d pods of %d B (JSON, no managedFields), created in %s; per pod = (after sync - before the list) / N, after a forced GC, in bytes\n",
@@ -788,6 +825,17 @@ func (r *scaleResult) table() string {
 	fmt.Fprintf(&b, "change latency over %d changes (patch return → watch event; negative: the event came first): view p50 %s p99 %s; API server pod watch p50 %s p99 %s; view event after pod event p50 %s p99 %s",
 		len(r.viewLatency), percentile(r.viewLatency, 50), percentile(r.viewLatency, 99), percentile(r.podLatency, 50), percentile(r.podLatency, 99),
 		percentile(r.overLatency, 50), percentile(r.overLatency, 99))
+	slowest := 0
+	for i, d := range r.overLatency {
+		if d > r.overLatency[slowest] {
+			slowest = i
+		}
+	}
+	if len(r.overLatency) > 0 {
+		fmt.Fprintf(&b, "\nslowest view event after its pod event: %s, change %d of %d; the changes ran from %s to %s",
+			r.overLatency[slowest], slowest+1, len(r.overLatency), r.latencyFrom.UTC().Format(logTime), r.latencyTo.UTC().Format(logTime))
+	}
+	fmt.Fprintf(&b, "\ndctl's release of free heap pages after the initial load: %d (%s)", len(r.released), strings.Join(r.released, "; "))
 	return b.String()
 }
 
