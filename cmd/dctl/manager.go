@@ -157,7 +157,7 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 		"used when the API server is no newer than dctl's Kubernetes types, else JSON) or "+runtime.ContentTypeJSON+"; custom resources are always JSON")
 	fs.DurationVar(&f.releaseStartupAfter, "release-startup-pages-after", defaultReleaseStartupAfter,
 		"after each step of the start (initialised, manager built, informers synced) and once more when this long has passed since the sync, "+
-			"return the heap's free pages to the system and unmap the executable's read-only pages the step touched "+
+			"return the heap's free pages to the system (while the live heap is at most 64 MiB) and unmap the executable's read-only pages the step touched "+
 			"and drop its pages from the page cache (a page used again is read from the file on its first use; Linux): an idle dctl start then holds about 20 MB instead of 65 MB (0: never)")
 	f.limits.register(cmd)
 	f.limits.registerKinds(cmd)

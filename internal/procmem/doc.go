@@ -9,7 +9,8 @@
 //     instead of letting the heap grow to twice its live size.
 //   - [ReleaseStartupPages] gives back, once start-up is over, the pages
 //     that only start-up needed: it returns the heap's free pages to the
-//     operating system and unmaps the read-only pages of the executable
+//     operating system (while the live heap is a start-up's, at most
+//     [StartupHeapMax]) and unmaps the read-only pages of the executable
 //     (code, read-only data, the function tables) that package
 //     initialisation touched, and drops the executable's unmapped pages
 //     from the kernel's page cache; a page used again is read again from

@@ -851,8 +851,12 @@ func (r *scaleResult) table() string {
 // (/proc/PID/status). Sync times: the informer's start to HasSynced; the
 // Operator's creation to the last view seen on a watch of the view API
 // server. Latency over 200 label changes, one at a time: patch return to the
-// view's watch event and to the API server's own watch event of the pod.
-// Run with -benchtime=1x (make bench-scale N=...).
+// view's watch event and to the API server's own watch event of the pod;
+// the slowest change, when the changes ran and the manager's log line of
+// returning a large load's free heap pages are printed with them (and,
+// with DCTL_BENCH_PPROF_DIR set, an execution trace of the manager during
+// the changes is kept: traceLatency). Run with -benchtime=1x (make
+// bench-scale N=...).
 func BenchmarkScale(b *testing.B) {
 	n := scaleDefaultN
 	if v := os.Getenv(scaleNEnv); v != "" {
