@@ -12,10 +12,10 @@ type Resident struct {
 }
 
 // The errors of ReleaseStartupPages that say what it left undone, the rest
-// being done.
+// being done (with ErrHeapKept, joined with either).
 var (
 	// ErrTracerAttached: a tracer is attached, the executable's pages
-	// stay mapped (the heap's free pages were returned).
+	// stay mapped.
 	ErrTracerAttached = errors.New("a tracer is attached (TracerPid of /proc/self/status): the executable's pages stay mapped, for its breakpoints")
 	// ErrPageCacheKept: the executable's pages were unmapped but stay in
 	// the page cache; the error wrapping it gives the cause.
