@@ -41,7 +41,7 @@ test: prereqs fmt-check vet kube-binaries tools unit ## Everything CI runs (buil
 # N pods for bench-scale, N parents for bench-scale-composite (the benchmarks' DCTL_SCALE_N).
 N ?= 10000
 
-bench-scale: prereqs kube-binaries ## Memory per pod, sync time and change latency of dctl start next to a bare informer at N pods (N=10000; e.g. N=100000)
+bench-scale: prereqs kube-binaries ## Memory per pod, sync time and change latency of dctl start next to a bare informer at N pods (N=10000 by default, at least 200; e.g. N=100000)
 	DCTL_SCALE_N=$(N) $(GO) test ./test/e2e -run '^$$' -bench '^BenchmarkScale$$' -benchtime=1x -timeout 180m -v
 
 bench-scale-composite: prereqs kube-binaries ## Memory per cached object of a CompositeController (N parents x 3 ConfigMaps) next to a bare informer (N=10000)

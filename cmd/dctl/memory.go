@@ -95,6 +95,6 @@ func manageMemory(ctx context.Context, mgr manager.Manager, after time.Duration,
 			return
 		case <-t.C:
 		}
-		releaseStartupPages(after, "after sync", log)
+		releaseStartupPages(after, after.String()+" after sync", log)
 	}()
 }

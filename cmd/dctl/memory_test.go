@@ -12,7 +12,7 @@ import (
 // TestReleaseLeft: what a start-up release left undone is logged with the
 // release, each reason once; any other error is the release's failure.
 func TestReleaseLeft(t *testing.T) {
-	heap := fmt.Errorf("%w (96 MiB)", procmem.ErrHeapKept)
+	heap := fmt.Errorf("%w (96.0 MiB)", procmem.ErrHeapKept)
 	cache := fmt.Errorf("%w: the executable is not readable (an execute-only file)", procmem.ErrPageCacheKept)
 	madvise := errors.New("procmem: madvise(MADV_DONTNEED) of /usr/bin/dctl 400000-600000: invalid argument")
 	for _, c := range []struct {

@@ -32,7 +32,7 @@ func freeStartupHeap() error {
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() == metrics.KindUint64 && s[0].Value.Uint64() > StartupHeapMax {
-		return fmt.Errorf("%w (%d MiB)", ErrHeapKept, s[0].Value.Uint64()>>20)
+		return fmt.Errorf("%w (%.1f MiB)", ErrHeapKept, float64(s[0].Value.Uint64())/(1<<20))
 	}
 	debug.FreeOSMemory()
 	return nil

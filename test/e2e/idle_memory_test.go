@@ -17,9 +17,10 @@ const idleRSSBound = 45 << 20
 
 // TestIdleManagerResidentSet runs `dctl start` with no Operator and no hook
 // controller against the suite's cluster: it releases the pages only
-// start-up used before the manager starts and again once its informers
-// have synced (--release-startup-pages-after, both logged in that order);
-// after the second release its resident set, sampled every second
+// start-up used before the manager starts ("before start") and, among
+// others, once --release-startup-pages-after (5 s here, 10 s by default)
+// has passed since its informers synced ("5s after sync"), logged in that
+// order; after that last release its resident set, sampled every second
 // for 5 s, stays under idleRSSBound. The executable is in the page cache
 // (just built), so the kernel maps whole 64 KiB windows around each page
 // touched: the most it maps.

@@ -233,6 +233,7 @@ func writeRequests(before, after map[string]float64, parents int) float64 {
 // binary is bin/metacontroller, built once from METACONTROLLER_SRC. Run
 // with -benchtime=1x.
 func BenchmarkHookControllerVsMetacontroller(b *testing.B) {
+	rounds := b.N * benchRounds(b) // a wrong DCTL_BENCH_ROUNDS fails before the build below
 	mcBin := metacontrollerBin(b)
 	benchKubectl(b, crdYAML("BenchParent", "benchparents", "Namespaced"), "apply", "-f", "-")
 	benchKubectl(b, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/benchparents.e2e.dcontroller.io")
@@ -247,7 +248,6 @@ func BenchmarkHookControllerVsMetacontroller(b *testing.B) {
 	}
 	mc := &side{name: "mc", start: func() *dctlProcess { return startMetacontrollerBin(b, mcBin) }}
 	dc := &side{name: "dctl", start: func() *dctlProcess { return startDctlBin(b, dctlBin) }}
-	rounds := b.N * benchRounds(b)
 	for i := 0; i < rounds; i++ {
 		order := []*side{mc, dc}
 		if i%2 == 1 {

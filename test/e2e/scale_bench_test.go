@@ -36,10 +36,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dcontroller/dcontroller/internal/procmem"
 )
 
 // The scale measurement (BenchmarkScale, TestScaleMeasurementAtTenThousand):
-// N pods of about 1 KB, cached by a bare client-go informer (unstructured and
+// N pods of about 1.45 KB of JSON, cached by a bare client-go informer (unstructured and
 // typed, each in its own process) and by `dctl start` running one Operator
 // that projects every pod into a view; memory per pod, time to a full cache
 // or a full view, and change → view latency next to the API server's own
@@ -801,6 +803,21 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 // table formats the result for the log.
+// releasedLine says how many times dctl logged returning the free heap
+// pages of a large load (procmem.ReleaseAfterLoad, lines as logged, tabs
+// made spaces) after what, and the lines; none is explained (a load under
+// procmem.LoadReleaseMinObjects objects is not followed by one).
+func releasedLine(lines []string, after string) string {
+	if len(lines) == 0 {
+		return fmt.Sprintf("dctl's releases of free heap pages after %s: none (one follows a load of %d or more objects)", after, procmem.LoadReleaseMinObjects)
+	}
+	shown := make([]string, len(lines))
+	for i, l := range lines {
+		shown[i] = strings.Join(strings.Fields(l), " ")
+	}
+	return fmt.Sprintf("dctl's releases of free heap pages after %s: %d: %s", after, len(lines), strings.Join(shown, "; "))
+}
+
 // logTime is the layout of the times dctl's log lines start with, so that
 // the latency window reads next to them.
 const logTime = "2006-01-02T15:04:05.000Z07:00"
@@ -835,11 +852,12 @@ func (r *scaleResult) table() string {
 		fmt.Fprintf(&b, "\nslowest view event after its pod event: %s, change %d of %d; the changes ran from %s to %s",
 			r.overLatency[slowest], slowest+1, len(r.overLatency), r.latencyFrom.UTC().Format(logTime), r.latencyTo.UTC().Format(logTime))
 	}
-	fmt.Fprintf(&b, "\ndctl's release of free heap pages after the initial load: %d (%s)", len(r.released), strings.Join(r.released, "; "))
+	b.WriteString("\n" + releasedLine(r.released, "the initial load"))
 	return b.String()
 }
 
-// BenchmarkScale creates DCTL_SCALE_N pods (default 10,000) of about 1 KB
+// BenchmarkScale creates DCTL_SCALE_N pods (default 10,000; at least 200)
+// of about 1.45 KB of JSON
 // and measures, each in its own process: a client-go informer caching them
 // as unstructured objects and one caching them as typed core/v1 Pods (both
 // dropping managedFields, as the manager's cache does), and `dctl start`

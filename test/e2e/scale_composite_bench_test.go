@@ -385,7 +385,7 @@ func (r *compositeResult) table() string {
 		r.dctl.After.RSS>>20, r.dctl.After.Anon>>20, r.dctl.After.HeapInuse>>20, r.dctl.Before.RSS>>20, r.dctl.Before.Anon>>20, r.dctl.Before.HeapInuse>>20)
 	fmt.Fprintf(&b, "all statuses %s after the CompositeController's creation, %s after dctl's start; %.2f hook calls per parent; API requests per parent %.2f (%s)",
 		r.dctl.Sync.Round(time.Millisecond), r.fromStart.Round(time.Millisecond), float64(r.calls)/float64(r.n), r.reqTotal, r.reqs)
-	fmt.Fprintf(&b, "\ndctl's release of free heap pages after the initial syncs: %d (%s)", len(r.released), strings.Join(r.released, "; "))
+	b.WriteString("\n" + releasedLine(r.released, "the initial syncs"))
 	return b.String()
 }
 
