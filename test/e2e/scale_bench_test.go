@@ -40,12 +40,12 @@ import (
 	"github.com/dcontroller/dcontroller/internal/procmem"
 )
 
-// The scale measurement (BenchmarkScale, TestScaleMeasurementAtTenThousand):
-// N pods of about 1.45 KB of JSON, cached by a bare client-go informer (unstructured and
-// typed, each in its own process) and by `dctl start` running one Operator
-// that projects every pod into a view; memory per pod, time to a full cache
-// or a full view, and change → view latency next to the API server's own
-// watch.
+// The scale measurement (BenchmarkScale,
+// TestScaleMeasurementAtTenThousand): N pods of about 1.45 KB of JSON,
+// cached by a bare client-go informer (unstructured and typed, each in its
+// own process) and by `dctl start` running one Operator that projects every
+// pod into a view; memory per pod, time to a full cache or a full view, and
+// change → view latency next to the API server's own watch.
 
 const (
 	// scaleNEnv sets BenchmarkScale's pod count (default scaleDefaultN).
@@ -810,7 +810,6 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[min(max(i, 0), len(s)-1)]
 }
 
-// table formats the result for the log.
 // releasedLine says how many times dctl logged returning the free heap
 // pages of a large load (procmem.ReleaseAfterLoad, lines as logged, tabs
 // made spaces) after what, and the lines; none is explained (a load under
@@ -830,6 +829,7 @@ func releasedLine(lines []string, after string) string {
 // the latency window reads next to them.
 const logTime = "2006-01-02T15:04:05.000Z07:00"
 
+// table formats the result for the log.
 func (r *scaleResult) table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d pods of %d B (JSON, no managedFields), created in %s; per pod = (after sync - before the list) / N, after a forced GC, in bytes\n",
@@ -865,22 +865,21 @@ func (r *scaleResult) table() string {
 }
 
 // BenchmarkScale creates DCTL_SCALE_N pods (default 10,000; at least 200)
-// of about 1.45 KB of JSON
-// and measures, each in its own process: a client-go informer caching them
-// as unstructured objects and one caching them as typed core/v1 Pods (both
-// dropping managedFields, as the manager's cache does), and `dctl start`
-// with one Operator projecting each pod into a view. Memory per pod is the
-// process's figure after the sync minus its figure before the pods were
-// listed (the informer child before it starts the informer; the manager
-// idle before the Operator is created, its start-up pages released first),
-// divided by N, each after a forced
-// GC: Go heap in use (dctl through its pprof endpoint), RSS and RssAnon
+// of about 1.45 KB of JSON and measures, each in its own process: a
+// client-go informer caching them as unstructured objects and one caching
+// them as typed core/v1 Pods (both dropping managedFields, as the manager's
+// cache does), and `dctl start` with one Operator projecting each pod into
+// a view. Memory per pod is the process's figure after the sync minus its
+// figure before the pods were listed (the informer child before it starts
+// the informer; the manager idle before the Operator is created, its
+// start-up pages released first), divided by N, each after a forced GC: Go
+// heap in use (dctl through its pprof endpoint), RSS and RssAnon
 // (/proc/PID/status). Sync times: the informer's start to HasSynced; the
 // Operator's creation to the last view seen on a watch of the view API
-// server. Latency over 200 label changes, one at a time: patch return to the
-// view's watch event and to the API server's own watch event of the pod;
-// the slowest change, when the changes ran and the manager's log line of
-// returning a large load's free heap pages are printed with them (and,
+// server. Latency over 200 label changes, one at a time: patch return to
+// the view's watch event and to the API server's own watch event of the
+// pod; the slowest change, when the changes ran and the manager's log line
+// of returning a large load's free heap pages are printed with them (and,
 // with DCTL_BENCH_PPROF_DIR set, an execution trace of the manager during
 // the changes is kept: traceLatency). Run with -benchtime=1x (make
 // bench-scale N=...).
