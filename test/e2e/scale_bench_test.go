@@ -480,6 +480,18 @@ func (p *scaleDctl) memory(tb testing.TB) memFigures {
 	return f
 }
 
+// loadReleases returns the lines of the stopped manager's log that say it
+// returned the free heap pages of a large load (procmem.ReleaseAfterLoad).
+func (p *scaleDctl) loadReleases() []string {
+	var lines []string
+	for _, l := range strings.Split(p.logs.String(), "\n") {
+		if strings.Contains(l, "free heap pages") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
 // traceLatency starts, with DCTL_BENCH_PPROF_DIR set, a 5 s execution
 // trace of the manager (trace-latency.out there, for `go tool trace`:
 // what a slow change waited for) and returns a function that waits until
@@ -792,11 +804,7 @@ func measureScale(tb testing.TB, n int) *scaleResult {
 	traced()
 	cancel()
 	p.stop(tb)
-	for _, l := range strings.Split(p.logs.String(), "\n") {
-		if strings.Contains(l, "free heap pages") {
-			r.released = append(r.released, l)
-		}
-	}
+	r.released = p.loadReleases()
 	return r
 }
 

@@ -270,11 +270,7 @@ func measureScaleComposite(tb testing.TB, n int) *compositeResult {
 	r.dctl.After = p.memory(tb)
 	p.saveHeap(tb, "composite")
 	p.stop(tb)
-	for _, l := range strings.Split(p.logs.String(), "\n") {
-		if strings.Contains(l, "free heap pages") {
-			r.released = append(r.released, l)
-		}
-	}
+	r.released = p.loadReleases()
 
 	r.informer = runInformerChild(tb, "composite", ns)
 	r.dctl.Objects = r.informer.Objects
