@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -79,10 +80,40 @@ func unthrottled() *rest.Config {
 	return cfg
 }
 
+// benchLoopFieldManager is the field manager of the timed plain loop's
+// patches. The pods are created by the benchmark's own client, whose field
+// manager (client-go's default, from its user agent) a loop over the same
+// client would share: its patches would merge into the creator's
+// managedFields entry, where the operator's, like any other writer's, add
+// an entry of their own, and every later step of each write (etcd, the
+// field manager's merge, the watch events' encoding) would handle a
+// smaller object for the loop. Under a name of its own the loop leaves the
+// pods as the operator does (podShape logs both).
+const benchLoopFieldManager = "bench-loop"
+
+// podShape describes one pod of ns as stored: its JSON size and its
+// managedFields entries' managers.
+func podShape(b *testing.B, ns string) string {
+	b.Helper()
+	p := &corev1.Pod{}
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "pod-0000"}, p); err != nil {
+		b.Fatal(err)
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var managers []string
+	for _, e := range p.ManagedFields {
+		managers = append(managers, e.Manager)
+	}
+	return fmt.Sprintf("%d bytes of JSON, managedFields of %v", len(raw), managers)
+}
+
 // plainPatchLoop sends one merge patch setting the annotation key to value
 // to each of the n pods of ns, from workers goroutines over one
 // unthrottled client, and returns the wall time.
-func plainPatchLoop(b *testing.B, c client.Client, ns string, n, workers int, key, value string) time.Duration {
+func plainPatchLoop(b *testing.B, c client.Client, ns string, n, workers int, key, value string, opts ...client.PatchOption) time.Duration {
 	b.Helper()
 	patch := []byte(`{"metadata":{"annotations":{"` + key + `":"` + value + `"}}}`)
 	var next atomic.Int64
@@ -94,7 +125,7 @@ func plainPatchLoop(b *testing.B, c client.Client, ns string, n, workers int, ke
 			defer wg.Done()
 			for j := int(next.Add(1) - 1); j < n; j = int(next.Add(1) - 1) {
 				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%04d", j), Namespace: ns}}
-				if err := c.Patch(context.Background(), p, client.RawPatch(types.MergePatchType, patch)); err != nil {
+				if err := c.Patch(context.Background(), p, client.RawPatch(types.MergePatchType, patch), opts...); err != nil {
 					b.Error(err)
 					return
 				}
@@ -175,7 +206,8 @@ func (a *annotationWatch) stop() { a.w.Stop(); <-a.done }
 // and compares the wall time with plain client-go loops sending the same
 // 2,000 merge patches without client-side rate limiting: one with as many
 // workers as the operator's controller has writes in flight
-// (operator.WriteConcurrency; like with like, the gate) and one sequential.
+// (operator.WriteConcurrency; like with like, the gate; under a field
+// manager of its own, benchLoopFieldManager) and one sequential.
 // The operator is timed from its creation (with the manager already
 // running) to the last annotation seen on a watch, so its time includes
 // listing the pods into its cache (the Operator object is created with a
@@ -226,9 +258,10 @@ func BenchmarkAnnotatePods(b *testing.B) {
 			i, order, pl.sequential.Round(time.Millisecond), pl.elapsed.Round(time.Millisecond), operator.WriteConcurrency,
 			ap.elapsed.Round(time.Millisecond), ap.firstWrite.Round(time.Millisecond), ap.managerCPU, ap.rss>>20)
 		b.Logf("API requests per pod (or in all, under 0.01 per pod), from every client: plain loop %s; operator %s", pl.reqs, ap.reqs)
+		b.Logf("a pod after the plain loop: %s; after the operator: %s", pl.shape, ap.shape)
 		b.Logf("manager page faults with the operator: %d major (pages read from the executable), %d minor", ap.major, ap.minor)
-		b.Logf("CPU: API server and etcd %v (etcd %v) with the plain loop, %v (etcd %v) with the operator; benchmark process (the loop and the watch; the watch) %v, %v; kube-controller-manager %v, %v",
-			pl.cpu.controlPlane, pl.cpu.etcd, ap.cpu.controlPlane, ap.cpu.etcd, pl.cpu.self, ap.cpu.self, pl.cpu.kcm, ap.cpu.kcm)
+		b.Logf("CPU: API server and etcd %v (etcd %v) with the plain loop, %v (etcd %v) with the operator; benchmark process (the loop and the watch; the watch) %v, %v; kube-controller-manager %v, %v; the machine's steal time %v, %v",
+			pl.cpu.controlPlane, pl.cpu.etcd, ap.cpu.controlPlane, ap.cpu.etcd, pl.cpu.self, ap.cpu.self, pl.cpu.kcm, ap.cpu.kcm, pl.cpu.steal, ap.cpu.steal)
 		b.ReportMetric(float64(benchPods)/pl.sequential.Seconds(), "plain-seq-pods/s")
 		b.ReportMetric(float64(benchPods)/pl.elapsed.Seconds(), "plain-pods/s")
 		b.ReportMetric(float64(benchPods)/ap.elapsed.Seconds(), "operator-pods/s")
@@ -252,6 +285,7 @@ type plainPhase struct {
 	sequential, elapsed time.Duration // the sequential loop's time; the timed loop's
 	reqs                string        // every client's API requests per pod during the timed loop (requestsSince)
 	cpu                 phaseCPU      // used during the timed loop
+	shape               string        // a pod after the loop (podShape)
 }
 
 // annotateWithLoops creates benchPods pods in the new namespace ns,
@@ -270,12 +304,13 @@ func annotateWithLoops(b *testing.B, c client.Client, ns string, round int) plai
 	reqs0 := serverRequests(b)
 	phase0 := readPhaseCPU(b)
 	profileAPIServer(b, fmt.Sprintf("plain-%d", round), 2*time.Second)
-	r.elapsed = plainPatchLoop(b, c, ns, benchPods, operator.WriteConcurrency, "dcontroller.io/container-num", "1")
+	r.elapsed = plainPatchLoop(b, c, ns, benchPods, operator.WriteConcurrency, "dcontroller.io/container-num", "1", client.FieldOwner(benchLoopFieldManager))
 	r.reqs = requestsSince(reqs0, serverRequests(b), benchPods)
 	if n := pw.wait(benchPods, time.Minute); n < benchPods {
 		b.Fatalf("the plain loop's watch saw %d of %d pods annotated", n, benchPods)
 	}
 	r.cpu = readPhaseCPU(b).since(phase0)
+	r.shape = podShape(b, ns)
 	pw.stop()
 	deleteBenchPods(b, ns)
 	return r
@@ -289,6 +324,7 @@ type operatorPhase struct {
 	rss                 int64    // the manager's peak RSS, bytes
 	reqs                string   // every client's API requests per pod during the phase (requestsSince)
 	cpu                 phaseCPU // used during the phase
+	shape               string   // a pod after the phase (podShape)
 }
 
 // annotateWithOperator creates benchPods pods in the new namespace ns,
@@ -327,6 +363,7 @@ func annotateWithOperator(b *testing.B, op []byte, ns string, round int) operato
 	r.cpu = readPhaseCPU(b).since(phase0)
 	r.reqs = requestsSince(reqs0, serverRequests(b), benchPods)
 	r.firstWrite = time.Unix(0, aw.first.Load()).Sub(start)
+	r.shape = podShape(b, ns)
 	aw.stop()
 	r.rss = p.peakRSS(b)
 	p.saveAllocs(b, fmt.Sprintf("annotate-%d", round))
@@ -672,7 +709,7 @@ func waitControlPlaneQuiet(b *testing.B) {
 // judged by: the test's control plane (the kube-apiserver and etcd
 // processes this test process started, together and etcd alone),
 // kube-controller-manager and this process; one reading of /proc.
-type phaseCPU struct{ controlPlane, etcd, kcm, self time.Duration }
+type phaseCPU struct{ controlPlane, etcd, kcm, self, steal time.Duration }
 
 func readPhaseCPU(b *testing.B) phaseCPU {
 	b.Helper()
@@ -683,12 +720,36 @@ func readPhaseCPU(b *testing.B) phaseCPU {
 	if _, ok := c["etcd"]; !ok {
 		b.Fatal("no etcd process started by this test")
 	}
-	return phaseCPU{controlPlane: c["kube-apiserver"] + c["etcd"], etcd: c["etcd"], kcm: c["kube-controller"], self: selfCPU(b)}
+	return phaseCPU{controlPlane: c["kube-apiserver"] + c["etcd"], etcd: c["etcd"], kcm: c["kube-controller"], self: selfCPU(b),
+		steal: stealTime(b)}
+}
+
+// stealTime is the time the machine's virtual CPUs have waited, since
+// boot, while the hypervisor ran something else: the "steal" column of
+// /proc/stat's cpu line, in USER_HZ ticks of 10 ms (proc(5)). On a shared
+// machine a phase with steal runs every process slower and uses more CPU
+// seconds for the same work.
+func stealTime(b *testing.B) time.Duration {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		b.Fatalf("/proc/stat: unexpected first line %q", line)
+	}
+	ticks, err := strconv.ParseInt(f[8], 10, 64)
+	if err != nil {
+		b.Fatalf("/proc/stat: steal column %q: %v", f[8], err)
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // since is the CPU time used between p0 and p.
 func (p phaseCPU) since(p0 phaseCPU) phaseCPU {
-	return phaseCPU{p.controlPlane - p0.controlPlane, p.etcd - p0.etcd, p.kcm - p0.kcm, p.self - p0.self}
+	return phaseCPU{p.controlPlane - p0.controlPlane, p.etcd - p0.etcd, p.kcm - p0.kcm, p.self - p0.self, p.steal - p0.steal}
 }
 
 // childCPU is the CPU time (user and system) each process this test
