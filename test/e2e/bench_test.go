@@ -91,8 +91,8 @@ func unthrottled() *rest.Config {
 // pods as the operator does (podShape logs both).
 const benchLoopFieldManager = "bench-loop"
 
-// podShape describes one pod of ns as stored: its JSON size and its
-// managedFields entries' managers.
+// podShape describes one pod of ns as read back: its size re-encoded as
+// JSON and its managedFields entries' managers.
 func podShape(b *testing.B, ns string) string {
 	b.Helper()
 	p := &corev1.Pod{}
@@ -220,7 +220,8 @@ func (a *annotationWatch) stop() { a.w.Stop(); <-a.done }
 // sequential loop, the dctl process's peak RSS and CPU per pod, and the
 // control plane's CPU with the operator over that with the loop; logged:
 // the CPU seconds of the API server and etcd, of kube-controller-manager
-// and of the benchmark's own process in each phase. With
+// and of the benchmark's own process in each phase, the machine's steal
+// time in each phase and one pod after each (podShape). With
 // DCTL_BENCH_PPROF_DIR set, the manager's CPU and allocation profiles, an
 // execution trace of its first second and the API server's CPU profile of
 // each phase are saved there. Run with
@@ -708,7 +709,8 @@ func waitControlPlaneQuiet(b *testing.B) {
 // phaseCPU is the CPU time used so far by the processes a timed phase is
 // judged by: the test's control plane (the kube-apiserver and etcd
 // processes this test process started, together and etcd alone),
-// kube-controller-manager and this process; one reading of /proc.
+// kube-controller-manager and this process, and the machine's steal time
+// (stealTime); one reading of /proc.
 type phaseCPU struct{ controlPlane, etcd, kcm, self, steal time.Duration }
 
 func readPhaseCPU(b *testing.B) phaseCPU {
@@ -725,10 +727,10 @@ func readPhaseCPU(b *testing.B) phaseCPU {
 }
 
 // stealTime is the time the machine's virtual CPUs have waited, since
-// boot, while the hypervisor ran something else: the "steal" column of
-// /proc/stat's cpu line, in USER_HZ ticks of 10 ms (proc(5)). On a shared
-// machine a phase with steal runs every process slower and uses more CPU
-// seconds for the same work.
+// boot, while the hypervisor ran something else, summed over the CPUs:
+// the "steal" column of /proc/stat's cpu line, in USER_HZ ticks of 10 ms
+// (proc(5)). A phase with steal runs every process slower in wall time;
+// the kernel does not charge stolen time to the processes' CPU time.
 func stealTime(b *testing.B) time.Duration {
 	b.Helper()
 	raw, err := os.ReadFile("/proc/stat")
