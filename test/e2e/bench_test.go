@@ -549,8 +549,7 @@ type procStat struct {
 
 // parseStat reads a /proc/PID/stat (proc(5)): fields 2 (the command name,
 // in parentheses, which may hold spaces), 4 (ppid), 10 (minflt), 12
-// (majflt), 14 and 15 (utime and stime, in clock ticks of 10ms: USER_HZ is
-// 100 on Linux).
+// (majflt), 14 and 15 (utime and stime, in USER_HZ ticks: clockTicks).
 func parseStat(stat []byte) (procStat, error) {
 	open, closing := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
 	if open < 0 || closing < open {
@@ -569,7 +568,7 @@ func parseStat(stat []byte) (procStat, error) {
 		n[i] = v
 	}
 	return procStat{comm: string(stat[open+1 : closing]), ppid: f[1], minor: n[0], major: n[1],
-		cpu: time.Duration(n[2]+n[3]) * 10 * time.Millisecond}, nil
+		cpu: time.Duration(n[2]+n[3]) * time.Second / clockTicks}, nil
 }
 
 // status reads a size field of the process's /proc/PID/status ("VmHWM:",
@@ -728,8 +727,8 @@ func readPhaseCPU(b *testing.B) phaseCPU {
 
 // stealTime is the time the machine's virtual CPUs have waited, since
 // boot, while the hypervisor ran something else, summed over the CPUs:
-// the "steal" column of /proc/stat's cpu line, in USER_HZ ticks of 10 ms
-// (proc(5)). A phase with steal runs every process slower in wall time;
+// the "steal" column of /proc/stat's cpu line, in USER_HZ ticks
+// (clockTicks; proc(5)). A phase with steal runs every process slower in wall time;
 // the kernel does not charge stolen time to the processes' CPU time.
 func stealTime(b *testing.B) time.Duration {
 	b.Helper()
@@ -746,7 +745,7 @@ func stealTime(b *testing.B) time.Duration {
 	if err != nil {
 		b.Fatalf("/proc/stat: steal column %q: %v", f[8], err)
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond
+	return time.Duration(ticks) * time.Second / clockTicks
 }
 
 // since is the CPU time used between p0 and p.
