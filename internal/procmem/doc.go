@@ -4,9 +4,9 @@
 //     (cgroup v2 memory.max, v1 memory.limit_in_bytes), and
 //     [SetLimitFromCgroup] sets the Go runtime's soft memory limit
 //     (runtime/debug.SetMemoryLimit, the setting GOMEMLIMIT makes) to a
-//     fraction of it when GOMEMLIMIT is not set, so that the garbage
-//     collector works harder before the container is killed for memory
-//     instead of letting the heap grow to twice its live size.
+//     fraction of it when GOMEMLIMIT is not set (or is empty), so that the
+//     garbage collector works harder before the container is killed for
+//     memory instead of letting the heap grow to twice its live size.
 //   - [ReleaseStartupPages] gives back, once start-up is over, the pages
 //     that only start-up needed: it returns the heap's free pages to the
 //     operating system (while the live heap is a start-up's, at most

@@ -111,23 +111,31 @@ func readLimit(fsys fs.FS, name string) (int64, bool) {
 // SetLimitFromCgroup sets the Go runtime's soft memory limit to
 // LimitFraction of the cgroup's memory limit (see CgroupLimit), unless the
 // GOMEMLIMIT environment variable is set (the runtime has applied it) or no
-// cgroup limit applies. It returns the limit it set in bytes, 0 when it set
-// none, and logs what it did.
+// cgroup limit applies. An empty GOMEMLIMIT counts as not set, as it does
+// for the runtime (which then applies no limit). It returns the limit it
+// set in bytes, 0 when it set none, and logs what it did.
 func SetLimitFromCgroup(log logr.Logger) int64 {
-	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok {
-		log.V(1).Info("GOMEMLIMIT is set: the cgroup's memory limit is not consulted", "GOMEMLIMIT", v)
+	return setLimitFromCgroup(log, os.Getenv("GOMEMLIMIT"), os.DirFS("/"), debug.SetMemoryLimit)
+}
+
+// setLimitFromCgroup is SetLimitFromCgroup with GOMEMLIMIT's value, the
+// root file system (where it reads proc/self/cgroup and the cgroup's
+// files) and the function that sets the limit given.
+func setLimitFromCgroup(log logr.Logger, gomemlimit string, fsys fs.FS, set func(int64) int64) int64 {
+	if gomemlimit != "" {
+		log.V(1).Info("GOMEMLIMIT is set: the cgroup's memory limit is not consulted", "GOMEMLIMIT", gomemlimit)
 		return 0
 	}
-	self, err := os.ReadFile("/proc/self/cgroup")
+	self, err := fs.ReadFile(fsys, "proc/self/cgroup")
 	if err != nil {
 		return 0
 	}
-	limit, ok := CgroupLimit(os.DirFS("/"), self)
+	limit, ok := CgroupLimit(fsys, self)
 	if !ok {
 		return 0
 	}
 	goLimit := int64(float64(limit) * LimitFraction)
-	debug.SetMemoryLimit(goLimit)
+	set(goLimit)
 	log.Info("Go memory limit set from the cgroup's memory limit (set GOMEMLIMIT to choose another)",
 		"cgroupLimitBytes", limit, "goMemoryLimitBytes", goLimit)
 	return goLimit

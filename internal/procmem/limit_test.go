@@ -1,8 +1,12 @@
 package procmem
 
 import (
+	"os"
+	"runtime/debug"
 	"testing"
 	"testing/fstest"
+
+	"github.com/go-logr/logr"
 )
 
 func TestCgroupLimit(t *testing.T) {
@@ -49,5 +53,57 @@ func TestCgroupLimit(t *testing.T) {
 				t.Fatalf("CgroupLimit = %d, %v; want %d", got, ok, tc.want)
 			}
 		})
+	}
+}
+
+func TestSetLimitFromCgroup(t *testing.T) {
+	limited := fstest.MapFS{
+		"proc/self/cgroup":         &fstest.MapFile{Data: []byte("0::/\n")},
+		"sys/fs/cgroup/memory.max": &fstest.MapFile{Data: []byte("1000000000\n")},
+	}
+	for _, tc := range []struct {
+		name, gomemlimit string
+		fs               fstest.MapFS
+		want             int64 // 0: no limit set
+	}{
+		// The runtime treats an empty GOMEMLIMIT as unset: so does this.
+		{"GOMEMLIMIT unset or empty", "", limited, 900000000},
+		{"GOMEMLIMIT set", "256MiB", limited, 0},
+		{"GOMEMLIMIT off", "off", limited, 0},
+		{"no cgroup limit", "", fstest.MapFS{
+			"proc/self/cgroup":         &fstest.MapFile{Data: []byte("0::/\n")},
+			"sys/fs/cgroup/memory.max": &fstest.MapFile{Data: []byte("max\n")},
+		}, 0},
+		{"no /proc/self/cgroup", "", fstest.MapFS{"sys/fs/cgroup/memory.max": &fstest.MapFile{Data: []byte("1000\n")}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := int64(0)
+			got := setLimitFromCgroup(logr.Discard(), tc.gomemlimit, tc.fs, func(l int64) int64 { set = l; return 0 })
+			if got != tc.want || set != tc.want {
+				t.Fatalf("setLimitFromCgroup = %d, set the limit to %d; want %d", got, set, tc.want)
+			}
+		})
+	}
+}
+
+// An empty GOMEMLIMIT in the environment is not a setting: the limit comes
+// from the cgroup, when this process's has one.
+func TestSetLimitFromCgroupEmptyGOMEMLIMIT(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	want := int64(0)
+	if self, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		if l, ok := CgroupLimit(os.DirFS("/"), self); ok {
+			want = int64(float64(l) * LimitFraction)
+		}
+	}
+	if got := SetLimitFromCgroup(logr.Discard()); got != want {
+		t.Fatalf("SetLimitFromCgroup with GOMEMLIMIT=\"\" = %d; want %d (from the cgroup)", got, want)
+	}
+	if want != 0 {
+		if got := debug.SetMemoryLimit(-1); got != want {
+			t.Fatalf("the Go memory limit is %d; want %d", got, want)
+		}
 	}
 }
