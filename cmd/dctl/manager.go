@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -149,7 +150,7 @@ func (f *managerFlags) register(cmd *cobra.Command, metricsDefault, healthDefaul
 		"negative: no client-side limit (API Priority and Fairness protects the server, as with controller-runtime's defaults), 0: client-go's default of 5")
 	f.burst = defaultKubeAPIBurst
 	fs.Var(burstValue{&f.burst}, "kube-api-burst", "requests the manager may send to the Kubernetes API server in a burst, all its clients together, "+
-		"when --kube-api-qps is 0 or more (0: client-go's default of 10)")
+		"when --kube-api-qps is 0 or more (0: client-go's default of 10); refused with a negative --kube-api-qps, which sets no limit")
 	fs.BoolVar(&f.compression, "kube-api-compression", false, "ask the Kubernetes API server for gzip-compressed responses (it compresses responses over 128 KiB and the informers' watches, which start with their list): "+
 		"less traffic for more CPU on both sides, worth it below about 1 Gbit/s to the API server; a kubeconfig's disable-compression still turns it off")
 	fs.StringVar(&f.contentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "media type the manager's informers ask the Kubernetes API server for the kinds built into it in: "+
@@ -221,6 +222,48 @@ func (v burstValue) Set(s string) error {
 }
 
 func (burstValue) Type() string { return "int" }
+
+// validate checks the manager flags that only mean something together
+// (each flag's own value is checked when it is parsed), before anything
+// connects to a cluster: --kube-api-burst given while --kube-api-qps is
+// negative (no client-side rate limit, the default) would be ignored
+// without a word, and is refused. Metacontroller's spelling
+// --client-go-burst is not (see burstIgnored).
+func (f *managerFlags) validate(fs *pflag.FlagSet) error {
+	if flag, msg := f.burstIgnored(fs); flag == "--kube-api-burst" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// burstIgnored returns, when a burst was given (--kube-api-burst or, on
+// dctl start, Metacontroller's --client-go-burst) while the QPS is negative
+// (no client-side rate limit, so no bucket for the burst to size), the
+// spelling given and a message saying what to do; "", "" otherwise.
+// validate refuses --kube-api-burst; dctl start only logs the message for
+// --client-go-burst, since Metacontroller itself accepts a burst with a
+// negative --client-go-qps (client-go then ignores it) and its
+// Deployment's args must run unchanged.
+func (f *managerFlags) burstIgnored(fs *pflag.FlagSet) (flag, msg string) {
+	if f.qps >= 0 {
+		return "", ""
+	}
+	for _, p := range [][2]string{{"kube-api-burst", "kube-api-qps"}, {"client-go-burst", "client-go-qps"}} {
+		if !fs.Changed(p[0]) {
+			continue
+		}
+		qps := p[1] // the QPS spelling given, else the burst's own
+		for _, q := range []string{"kube-api-qps", "client-go-qps"} {
+			if fs.Changed(q) {
+				qps = q
+				break
+			}
+		}
+		return "--" + p[0], fmt.Sprintf("--%s %d has no effect without a client-side rate limit: set --%s to 0 or more "+
+			"(negative, the default, means no limit), or drop --%s", p[0], f.burst, qps, p[0])
+	}
+	return "", ""
+}
 
 // logTimeLayout is the time of a log line: RFC 3339 with milliseconds
 // (controller-runtime's default has whole seconds, too coarse to order a

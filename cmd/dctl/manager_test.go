@@ -236,3 +236,87 @@ func TestRestConfigCompression(t *testing.T) {
 		}
 	}
 }
+
+// TestBurstWithoutRateLimitRefused: --kube-api-burst given while the QPS is
+// negative (no client-side rate limit, the default) would be ignored, and
+// is an error naming both flags when the flags are validated; with a QPS
+// of 0 or more it is accepted. Metacontroller's --client-go-burst is
+// accepted with a negative QPS, as Metacontroller accepts it, and
+// burstIgnored gives the message dctl start logs for it.
+func TestBurstWithoutRateLimitRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		refuse string // validate's error; "": none
+		warn   string // burstIgnored's message for --client-go-burst; "": none
+	}{
+		{args: []string{"--kube-api-burst", "5"}, refuse: "--kube-api-burst 5 has no effect without a client-side rate limit: " +
+			"set --kube-api-qps to 0 or more (negative, the default, means no limit), or drop --kube-api-burst"},
+		{args: []string{"--kube-api-qps=-1", "--kube-api-burst=0"}, refuse: "--kube-api-burst 0 has no effect without a client-side rate limit: set --kube-api-qps to 0"},
+		{args: []string{"--kube-api-qps=-7.5", "--kube-api-burst=20"}, refuse: "--kube-api-burst 20 has no effect"},
+		{args: []string{"--client-go-qps=-1", "--kube-api-burst=3"}, refuse: "--kube-api-burst 3 has no effect without a client-side rate limit: set --client-go-qps to 0"},
+		{args: []string{"--kube-api-burst=3", "--client-go-burst=3"}, refuse: "--kube-api-burst 3 has no effect"},
+		{args: nil},
+		{args: []string{"--kube-api-qps=-1"}},
+		{args: []string{"--kube-api-qps=0", "--kube-api-burst=5"}},
+		{args: []string{"--kube-api-qps=7.5", "--kube-api-burst=9"}},
+		{args: []string{"--client-go-qps=1", "--kube-api-burst=5"}},
+		{args: []string{"--client-go-qps=5", "--client-go-burst=10"}},
+		// Metacontroller's spellings, as a Metacontroller Deployment gives them.
+		{args: []string{"--client-go-qps=-1", "--client-go-burst=0"}, warn: "--client-go-burst 0 has no effect without a client-side rate limit: set --client-go-qps to 0 or more"},
+		{args: []string{"--client-go-burst=20"}, warn: "--client-go-burst 20 has no effect without a client-side rate limit: set --client-go-qps to 0 or more"},
+		{args: []string{"--kube-api-qps=-1", "--client-go-burst=20"}, warn: "--client-go-burst 20 has no effect without a client-side rate limit: set --kube-api-qps to 0 or more"},
+	} {
+		f, mf := &managerFlags{}, &metacontrollerFlags{}
+		cmd := &cobra.Command{Use: "start"}
+		f.register(cmd, "0", "0")
+		mf.register(cmd, f)
+		if err := cmd.Flags().Parse(tc.args); err != nil {
+			t.Fatalf("parsing %q: %v", tc.args, err)
+		}
+		if err := mf.validate(cmd.Flags()); err != nil {
+			t.Fatalf("validating Metacontroller's flags %q: %v", tc.args, err)
+		}
+		err := f.validate(cmd.Flags())
+		switch {
+		case tc.refuse == "" && err != nil:
+			t.Errorf("%q: %v, want no error", tc.args, err)
+		case tc.refuse != "" && (err == nil || !strings.Contains(err.Error(), tc.refuse)):
+			t.Errorf("%q: %v, want an error containing %q", tc.args, err, tc.refuse)
+		}
+		flag, msg := f.burstIgnored(cmd.Flags())
+		if tc.warn != "" && (flag != "--client-go-burst" || !strings.Contains(msg, tc.warn)) {
+			t.Errorf("%q: burstIgnored %s %q, want --client-go-burst and %q", tc.args, flag, msg, tc.warn)
+		}
+		if tc.refuse == "" && tc.warn == "" && flag != "" {
+			t.Errorf("%q: burstIgnored %s %q, want nothing", tc.args, flag, msg)
+		}
+	}
+}
+
+// TestBurstWithoutRateLimitCommands: dctl start and dctl run exit 1 with
+// the error for --kube-api-burst without a client-side rate limit, before
+// they load a kubeconfig or read an operator file; dctl start runs on with
+// Metacontroller's --client-go-qps=-1 --client-go-burst=0 (here up to the
+// missing kubeconfig) and logs that the burst has no effect.
+func TestBurstWithoutRateLimitCommands(t *testing.T) {
+	const want = "--kube-api-burst 5 has no effect without a client-side rate limit: set --kube-api-qps to 0 or more"
+	for _, args := range [][]string{
+		{"start", "--kubeconfig", "/nonexistent", "--kube-api-burst", "5"},
+		{"run", "--kubeconfig", "/nonexistent", "--kube-api-burst=5", "-f", "/nonexistent.yaml"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := Execute(args, nil, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("dctl %q: exit %d, stderr %q; want 1 and %q", args, code, stderr.String(), want)
+		}
+		if s := stderr.String(); strings.Contains(s, "kubeconfig") || strings.Contains(s, "nonexistent.yaml") {
+			t.Errorf("dctl %q went on past the flags: %s", args, s)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"start", "--kubeconfig", "/nonexistent", "--release-startup-pages-after=0", "--client-go-qps=-1", "--client-go-burst=0"}
+	code := Execute(args, nil, &stdout, &stderr)
+	if s := stderr.String(); code != 1 || !strings.Contains(s, "loading kubeconfig") ||
+		!strings.Contains(s, "WARNING: --client-go-burst 0 has no effect without a client-side rate limit: set --client-go-qps to 0 or more") {
+		t.Errorf("dctl %q: exit %d, stderr %q; want 1, the warning and the kubeconfig's error", args, code, s)
+	}
+}

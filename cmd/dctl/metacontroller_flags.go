@@ -124,6 +124,9 @@ func (m *metacontrollerFlags) register(cmd *cobra.Command, f *managerFlags) {
 	m.alias(fs, "leader-elect", "leader-election")
 	m.alias(fs, "kube-api-qps", "client-go-qps")
 	m.alias(fs, "kube-api-burst", "client-go-burst")
+	// Metacontroller accepts a burst with a negative QPS (client-go ignores
+	// it): its spelling is not refused then, only logged (burstIgnored).
+	fs.Lookup("client-go-burst").Usage += "; with a negative QPS it has no effect and is logged, not refused, as Metacontroller accepts it"
 	// --leader-election-namespace is spelt the same by both.
 
 	fs.StringVar(&m.targetSelector, "target-label-selector", "",

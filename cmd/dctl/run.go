@@ -47,6 +47,9 @@ not validated.`,
 					return err
 				}
 			}
+			if err := f.validate(cmd.Flags()); err != nil {
+				return err
+			}
 			var ops []*opv1a1.Operator
 			for _, file := range files {
 				loaded, err := readOperators(file)

@@ -66,11 +66,17 @@ Where dctl already had a flag for the same setting, both spellings set it
 			if err := mf.validate(cmd.Flags()); err != nil {
 				return err
 			}
+			if err := f.validate(cmd.Flags()); err != nil {
+				return err
+			}
 			if err := sf.validate(f, cmd.Flags()); err != nil {
 				return err
 			}
 			log := mf.logger(cmd.Flags(), f, cmd.ErrOrStderr())
 			ctrl.SetLogger(log)
+			if flag, msg := f.burstIgnored(cmd.Flags()); flag != "" {
+				log.Info("WARNING: " + msg) // Metacontroller's --client-go-burst: accepted, as Metacontroller does
+			}
 			ctx, stop := signal.NotifyContext(contextOf(cmd), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return runStart(ctx, f, mf, af, sf, rgds)
