@@ -212,12 +212,19 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, *Runtime, 
 // that gives the dynamic client watching the kinds built into the API
 // server in protobuf (watchcodec.Options.Protobuf), or nil when the API
 // server is newer than this program's Kubernetes types or opts ask for
-// JSON; the choice is logged once. The API server's version is asked when the first
-// such kind is watched, and again after an error (that watch is in JSON).
+// JSON; the choice is logged once, when the first such kind is watched.
+// The API server's version is asked then, and again after an error (that
+// watch is in JSON).
 func protobufWatches(cfg *rest.Config, httpClient *http.Client, disc discovery.DiscoveryInterface, opts ManagerOptions) (func() dynamic.Interface, error) {
 	switch opts.WatchContentType {
 	case runtime.ContentTypeJSON:
-		return func() dynamic.Interface { return nil }, nil
+		var logged sync.Once
+		return func() dynamic.Interface {
+			logged.Do(func() {
+				opts.Logger.Info("watching every kind in JSON, as asked", "contentType", runtime.ContentTypeJSON)
+			})
+			return nil
+		}, nil
 	case "", runtime.ContentTypeProtobuf:
 	default:
 		return nil, fmt.Errorf("watch content type %q: want %s or %s", opts.WatchContentType, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON)
