@@ -14,8 +14,8 @@ import (
 )
 
 // Run starts the control plane, stores its client configuration in *cfg,
-// runs the tests and stops the control plane; it returns the exit code for
-// os.Exit. name prefixes its error messages (a missing binary names the
+// runs the tests and stops the control plane, also when the test binary is
+// interrupted (OnInterrupt); it returns the exit code for os.Exit. name prefixes its error messages (a missing binary names the
 // make target that builds it). The repository root is found from the
 // working directory (a package directory) as the nearest directory with
 // a go.mod.
@@ -32,13 +32,16 @@ func Run(m *testing.M, name string, cfg **rest.Config) int {
 			return 1
 		}
 	}
+	var teardown Teardown
+	defer teardown.Run()
+	defer OnInterrupt(name, &teardown)()
 	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
+	teardown.Add(func() { _ = env.Stop() })
 	c, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: starting the control plane: %v\n", name, err)
 		return 1
 	}
-	defer func() { _ = env.Stop() }()
 	*cfg = c
 	return m.Run()
 }

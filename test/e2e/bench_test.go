@@ -409,20 +409,17 @@ func deleteBenchPods(b *testing.B, ns string) {
 const benchDctlArgsEnv = "DCTL_BENCH_DCTL_ARGS"
 
 // benchRoundsEnv sets how many rounds the end-to-end benchmarks that
-// compare with a plain loop run per iteration (default 1); they judge the
-// median of the rounds' time ratios, so that one round slowed by another
-// load on a shared machine does not decide.
+// compare with a plain loop or a peer's binary run per iteration (default
+// 1); they judge the median of the rounds' ratios, so that one round
+// slowed by another load on a shared machine does not decide.
 const benchRoundsEnv = "DCTL_BENCH_ROUNDS"
 
-// benchRounds returns the round count of benchRoundsEnv.
+// benchRounds returns the round count of benchRoundsEnv (checked before
+// the control plane starts: checkBenchEnv).
 func benchRounds(b *testing.B) int {
-	v := os.Getenv(benchRoundsEnv)
-	if v == "" {
-		return 1
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive number of rounds", benchRoundsEnv, v)
+	n, err := roundCount()
+	if err != nil {
+		b.Fatal(err)
 	}
 	return n
 }

@@ -279,6 +279,37 @@ func scaleStatusPatch(i int) []byte {
 		`"conditions":[` + cond("Ready") + `,` + cond("PodScheduled") + `]}}`)
 }
 
+// progress prints a scale benchmark's step to standard error as it
+// happens, with the time of day: go test prints a benchmark's b.Logf
+// lines only when it ends, at 100k pods many minutes later, while the
+// test binary's standard error reaches the terminal at once with -bench
+// (and is kept with the test's output without it).
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: %s %s\n", time.Now().Format(time.TimeOnly), fmt.Sprintf(format, args...))
+}
+
+// counter counts n steps done by many goroutines and prints a progress
+// line (what: "pods created") at each tenth of n, with the time since it
+// was made.
+type counter struct {
+	n     int64
+	done  atomic.Int64
+	what  string
+	start time.Time
+}
+
+func newCounter(n int, what string) *counter {
+	return &counter{n: int64(n), what: what, start: time.Now()}
+}
+
+// step counts one step done.
+func (c *counter) step() {
+	d := c.done.Add(1)
+	if tenth := max(c.n/10, 1); d%tenth == 0 || d == c.n {
+		progress("%d of %d %s (%s)", d, c.n, c.what, time.Since(c.start).Round(time.Second))
+	}
+}
+
 // parallel runs fn(i) for i in [0, n) from workers goroutines and returns
 // the first error.
 func parallel(n, workers int, fn func(i int) error) error {
@@ -311,6 +342,7 @@ func createScalePods(tb testing.TB, cs kubernetes.Interface, ns string, n int) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
+	created := newCounter(n, "pods created")
 	err := parallel(n, scaleWorkers, func(i int) error {
 		var err error
 		// The ServiceAccount admission needs the namespace's default
@@ -328,6 +360,7 @@ func createScalePods(tb testing.TB, cs kubernetes.Interface, ns string, n int) {
 		if _, err := cs.CoreV1().Pods(ns).Patch(ctx, scalePodName(i), types.MergePatchType, scaleStatusPatch(i), metav1.PatchOptions{}, "status"); err != nil {
 			return fmt.Errorf("writing pod %d's status: %w", i, err)
 		}
+		created.step()
 		return nil
 	})
 	if err != nil {
@@ -711,6 +744,7 @@ func measureScale(tb testing.TB, n int) *scaleResult {
 	start := time.Now()
 	tb.Cleanup(func() {
 		t0 := time.Now()
+		progress("deleting the %d pods", n)
 		deleteScaleNamespace(tb, cs, ns, n)
 		tb.Logf("deleting the %d pods took %s", n, time.Since(t0).Round(time.Millisecond))
 	})
@@ -729,8 +763,11 @@ func measureScale(tb testing.TB, n int) *scaleResult {
 	}
 	r.podBytes = size / max(len(l.Items), 1)
 
+	progress("caching the %d pods in a bare informer of unstructured objects", n)
 	r.unstructured = runInformerChild(tb, "unstructured", ns)
+	progress("caching them in a bare informer of typed objects")
 	r.typed = runInformerChild(tb, "typed", ns)
+	progress("starting dctl")
 
 	// The start-up pages are released 1s after the caches' sync, before
 	// the idle figure (as BenchmarkScaleComposite's), not while the
@@ -749,6 +786,7 @@ func measureScale(tb testing.TB, n int) *scaleResult {
 	if err := yaml.Unmarshal([]byte(strings.Replace(scaleOperator, "namespace: NS", "namespace: "+ns, 1)), &op.Object); err != nil {
 		tb.Fatal(err)
 	}
+	progress("creating the Operator: a view of each of the %d pods", n)
 	opStart := time.Now()
 	if err := k8sClient.Create(ctx, op); err != nil {
 		tb.Fatal(err)
@@ -764,6 +802,7 @@ func measureScale(tb testing.TB, n int) *scaleResult {
 	}
 	r.dctl.Sync = time.Since(opStart)
 	r.dctl.Objects = views.count()
+	progress("%d views after %s; measuring the latency of %d changes", r.dctl.Objects, r.dctl.Sync.Round(time.Millisecond), scaleChanges)
 	// Steady state: nothing more to do for the manager.
 	time.Sleep(2 * time.Second)
 	r.dctl.After = p.memory(tb)
@@ -892,12 +931,9 @@ func (r *scaleResult) table() string {
 // the changes is kept: traceLatency). Run with -benchtime=1x (make
 // bench-scale N=...).
 func BenchmarkScale(b *testing.B) {
-	n := scaleDefaultN
-	if v := os.Getenv(scaleNEnv); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < scaleChanges {
-			b.Fatalf("%s=%q: want a pod count of at least %d", scaleNEnv, v, scaleChanges)
-		}
+	n, err := scaleCount(scaleChanges, "pods")
+	if err != nil {
+		b.Fatal(err)
 	}
 	for range b.N {
 		r := measureScale(b, n)

@@ -210,6 +210,7 @@ func measureScaleComposite(tb testing.TB, n int) *compositeResult {
 	ns := fmt.Sprintf("scalecc-%d-%d", n, time.Now().UnixNano()%1_000_000)
 	tb.Cleanup(func() {
 		t0 := time.Now()
+		progress("deleting the %d parents and %d children", n, n*compositeChildren)
 		deleteCompositeScale(tb, cs, dc, ns, n)
 		tb.Logf("deleting the %d parents and %d children took %s", n, n*compositeChildren, time.Since(t0).Round(time.Millisecond))
 	})
@@ -217,8 +218,12 @@ func measureScaleComposite(tb testing.TB, n int) *compositeResult {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
+	created := newCounter(n, "parents created")
 	if err := parallel(n, scaleWorkers, func(i int) error {
 		_, err := parents.Namespace(ns).Create(ctx, compositeParent(ns, i), metav1.CreateOptions{})
+		if err == nil {
+			created.step()
+		}
 		return err
 	}); err != nil {
 		tb.Fatal(err)
@@ -242,6 +247,7 @@ func measureScaleComposite(tb testing.TB, n int) *compositeResult {
 		tb.Fatal(err)
 	}
 	reqs0 := serverRequests(tb, hookBenchResources...)
+	progress("creating the CompositeController: %d children of %d parents", n*compositeChildren, n)
 	ccStart := time.Now()
 	if err := k8sClient.Create(ctx, cc); err != nil {
 		tb.Fatal(err)
@@ -272,6 +278,7 @@ func measureScaleComposite(tb testing.TB, n int) *compositeResult {
 	p.stop(tb)
 	r.released = p.loadReleases()
 
+	progress("every status after %s; caching the parents and children in a bare informer", r.dctl.Sync.Round(time.Millisecond))
 	r.informer = runInformerChild(tb, "composite", ns)
 	r.dctl.Objects = r.informer.Objects
 
@@ -405,12 +412,9 @@ func (r *compositeResult) table() string {
 // hook calls per parent and API requests per parent (counted on the API
 // server). Run with -benchtime=1x (make bench-scale-composite N=...).
 func BenchmarkScaleComposite(b *testing.B) {
-	n := scaleDefaultN
-	if v := os.Getenv(scaleNEnv); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			b.Fatalf("%s=%q: want a parent count of at least 1", scaleNEnv, v)
-		}
+	n, err := scaleCount(1, "parents")
+	if err != nil {
+		b.Fatal(err)
 	}
 	for range b.N {
 		r := measureScaleComposite(b, n)

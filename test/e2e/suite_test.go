@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/dcontroller/dcontroller/internal/testcontrolplane"
 	"github.com/dcontroller/dcontroller/pkg/metacontroller"
 	"github.com/dcontroller/dcontroller/pkg/operator"
 )
@@ -51,6 +52,10 @@ func run(m *testing.M) int {
 		}
 	}
 	kubectlBin = filepath.Join(binDir, "kubectl")
+	if err := checkBenchCounts(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 2
+	}
 	if dir := os.Getenv(benchPprofDirEnv); dir != "" {
 		// The profiles' directory is made when missing, as `go test
 		// -cpuprofile` does not: a typo would lose every profile.
@@ -59,18 +64,27 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
+	// What the run starts and makes goes also when it is interrupted
+	// (Ctrl-C): etcd and kube-apiserver run in process groups of their own.
+	var teardown testcontrolplane.Teardown
+	defer teardown.Run()
+	defer testcontrolplane.OnInterrupt("e2e", &teardown)()
 	tmpBin, err := os.MkdirTemp("", "dcontroller-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(tmpBin)
+	teardown.Add(func() { _ = os.RemoveAll(tmpBin) })
 	dctlBin = filepath.Join(tmpBin, "dctl")
 	build := exec.Command("go", "build", "-o", dctlBin, "./cmd/dctl")
 	build.Dir = repoRoot
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: building dctl: %v\n%s", err, out)
 		return 1
+	}
+	if err := checkBenchDctlArgs(dctlBin); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 2
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.DPanicLevel)))
 
@@ -79,12 +93,12 @@ func run(m *testing.M) int {
 		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd")},
 		ErrorIfCRDPathMissing: true,
 	}
+	teardown.Add(func() { _ = env.Stop() })
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: starting the control plane: %v\n", err)
 		return 1
 	}
-	defer func() { _ = env.Stop() }()
 	restConfig = cfg
 	scheme, err := operator.NewScheme()
 	if err != nil {
@@ -100,7 +114,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	teardown.Add(func() { _ = os.RemoveAll(dir) })
 	kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -114,11 +128,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "e2e: kube-controller-manager healthy after %s\n", time.Since(started).Round(time.Millisecond))
-	defer func() {
+	teardown.Add(func() {
 		if err := kcm.stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: %v\n%s", err, kcm.logTail())
 		}
-	}()
+	})
 	return m.Run()
 }
 

@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// Bounds of the benchmarks' counts. A count is a whole number of the
+// decimal digits alone (no sign, no exponent, no separators).
+const (
+	// scaleMaxN bounds DCTL_SCALE_N: the local control plane's etcd keeps
+	// every object in a backend of at most 2 GiB (etcd's default quota),
+	// and a benchmark that fills it fails only after hours of writes.
+	scaleMaxN = 1_000_000
+	// maxRounds bounds DCTL_BENCH_ROUNDS.
+	maxRounds = 100
+)
+
+// wholeNumber parses v as a count from lo to hi of units ("pods"); the
+// error names env and says whether v is not a number or out of bounds.
+func wholeNumber(env, v, units string, lo, hi int) (int, error) {
+	if v == "" || strings.TrimLeft(v, "0123456789") != "" {
+		return 0, fmt.Errorf("%s=%q: not a whole number of %s (want %d to %d)", env, v, units, lo, hi)
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= lo && n <= hi {
+		return n, nil
+	}
+	return 0, fmt.Errorf("%s=%s: want %d to %d %s", env, v, lo, hi, units)
+}
+
+// scaleCount returns the object count the scale benchmarks create
+// (DCTL_SCALE_N when set, scaleDefaultN otherwise), at least lo, at most
+// scaleMaxN; units names what is counted in the error ("pods").
+func scaleCount(lo int, units string) (int, error) {
+	v, ok := os.LookupEnv(scaleNEnv)
+	if !ok {
+		return scaleDefaultN, nil
+	}
+	return wholeNumber(scaleNEnv, v, units, lo, scaleMaxN)
+}
+
+// roundCount returns DCTL_BENCH_ROUNDS, 1 when it is not set.
+func roundCount() (int, error) {
+	v, ok := os.LookupEnv(benchRoundsEnv)
+	if !ok {
+		return 1, nil
+	}
+	return wholeNumber(benchRoundsEnv, v, "rounds", 1, maxRounds)
+}
+
+// checkBenchCounts checks the benchmarks' counts in the environment,
+// DCTL_SCALE_N and DCTL_BENCH_ROUNDS (set but empty is an error, not the
+// default), before the suite builds dctl and starts its control plane, so
+// that a typo fails at once.
+func checkBenchCounts() error {
+	_, nerr := scaleCount(1, "objects")
+	_, rerr := roundCount()
+	return errors.Join(nerr, rerr)
+}
+
+// checkBenchDctlArgs checks DCTL_BENCH_DCTL_ARGS before the suite starts
+// its control plane: dctl (the binary the benchmarks start) parses them as
+// `dctl start` flags, so that unknown flags and values of the wrong type
+// fail at once instead of when a benchmark starts dctl, after its first
+// phase; what `dctl start` checks once started (conflicting flags) still
+// fails then.
+func checkBenchDctlArgs(dctl string) error {
+	v := os.Getenv(benchDctlArgsEnv)
+	args := strings.Fields(v)
+	if len(args) == 0 {
+		return nil
+	}
+	out, err := exec.Command(dctl, append(append([]string{"start"}, args...), "--help")...).CombinedOutput()
+	if err != nil {
+		msg, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		return fmt.Errorf("%s=%q: not flags of dctl start: %s", benchDctlArgsEnv, v, msg)
+	}
+	return nil
+}
