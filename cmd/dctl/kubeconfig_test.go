@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -49,5 +50,35 @@ func TestKubeconfigErrorNamesFiles(t *testing.T) {
 	other := errors.New("some other error")
 	if got := kubeconfigError(rules, other); got != other {
 		t.Errorf("another error: %v, want it unchanged", got)
+	}
+}
+
+// TestStartUnreachableAPIServer: dctl start against an API server that
+// does not answer (a closed port) exits 1 saying it could not look the
+// kinds up at that server, not that the CRDs are not installed.
+func TestStartUnreachableAPIServer(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+  name: c
+contexts:
+- context: {cluster: c, user: u}
+  name: c
+current-context: c
+users:
+- name: u
+  user: {token: x}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"start", "--kubeconfig", kc, "--release-startup-pages-after=0", "--health-addr=127.0.0.1:0", "--metrics-addr=0"}
+	code := Execute(args, nil, &stdout, &stderr)
+	s := stderr.String()
+	if code != 1 || !strings.Contains(s, "looking up the Operator and hook controller kinds at the Kubernetes API server https://127.0.0.1:1") ||
+		!strings.Contains(s, "connection refused") || strings.Contains(s, "installed") {
+		t.Errorf("dctl %q: exit %d, stderr %q; want 1 and the server's failure, not CRDs missing", args, code, s)
 	}
 }

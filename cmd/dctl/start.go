@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -121,6 +122,14 @@ func runStart(ctx context.Context, f *managerFlags, mf *metacontrollerFlags, af 
 	_, errC := mapper.RESTMapping(schema.GroupKind{Group: mcv1a1.GroupName, Kind: "CompositeController"})
 	_, errD := mapper.RESTMapping(schema.GroupKind{Group: mcv1a1.GroupName, Kind: "DecoratorController"})
 	_, errR := mapper.RESTMapping(schema.GroupKind{Group: krov1a1.GroupName, Kind: "ResourceGraphDefinition"})
+	for _, err := range []error{errO, errC, errD, errR} {
+		// Not the kinds missing but the API server not answering (down,
+		// unreachable, refusing the credentials): saying the CRDs are
+		// not installed would send the user the wrong way.
+		if err != nil && !meta.IsNoMatchError(err) {
+			return fmt.Errorf("looking up the Operator and hook controller kinds at the Kubernetes API server %s: %w", mgr.GetConfig().Host, err)
+		}
+	}
 	hooks := errC == nil && errD == nil
 	if errO != nil && !hooks && (!rgds || errR != nil) {
 		return fmt.Errorf("neither the Operator CRD (operators.%s), the CompositeController and DecoratorController CRDs (%s) nor (with --rgd) the ResourceGraphDefinition CRD (resourcegraphdefinitions.%s) are installed in the cluster; install them with `kubectl apply -k config/crd` (%w)", opv1a1.GroupName, mcv1a1.GroupName, krov1a1.GroupName, errO)

@@ -52,10 +52,11 @@ func (t *Teardown) Run() {
 // reports a process killed by it. Without it the binary dies at once and
 // its deferred steps never run: envtest starts etcd and kube-apiserver in
 // process groups of their own (a terminal's Ctrl-C does not reach them),
-// so they would outlive the tests with their data directories. A second
-// signal during the teardown kills the binary at once (the default action
-// is restored before the teardown starts). name prefixes the message
-// printed on the interrupt.
+// so they would outlive the tests with their data directories. Further
+// signals during the teardown are ignored, as dying then would leave
+// those processes behind all the same (the teardown is bounded: envtest
+// kills a process that has not stopped StopTimeout after SIGTERM). name
+// prefixes the message printed on the interrupt.
 //
 // The returned function stops listening; call it at the end of a normal
 // run, before t.Run. Once a signal has come it never returns: the tests,
@@ -71,8 +72,11 @@ func OnInterrupt(name string, t *Teardown) (stop func()) {
 		select {
 		case s := <-sigs:
 			interrupted.Store(true)
-			signal.Stop(sigs)
-			fmt.Fprintf(os.Stderr, "%s: %v: stopping the control plane (again to kill at once)\n", name, s)
+			fmt.Fprintf(os.Stderr, "%s: %v: stopping the control plane and removing its data (further interrupts are ignored until done)\n", name, s)
+			go func() {
+				for range sigs { // ignored: see above
+				}
+			}()
 			t.Run()
 			code := 1
 			if n, ok := s.(syscall.Signal); ok {
@@ -84,7 +88,9 @@ func OnInterrupt(name string, t *Teardown) (stop func()) {
 	}()
 	return func() {
 		once.Do(func() {
-			signal.Stop(sigs)
+			if !interrupted.Load() {
+				signal.Stop(sigs)
+			}
 			close(quit)
 		})
 		if interrupted.Load() {

@@ -41,9 +41,10 @@ func TestMain(m *testing.M) {
 
 // TestOnInterruptRunsTeardown runs a process that registers a teardown
 // with OnInterrupt, sends it each signal a terminal or a CI runner sends,
-// and checks that the teardown ran to its end (all of it, the last added
-// first) although the process's main path ended the run meanwhile, and
-// that the exit status is 128 plus the signal's number.
+// and a second one while the teardown runs, and checks that the teardown
+// ran to its end (all of it, the last added first) although the process's
+// main path ended the run meanwhile, and that the exit status is 128 plus
+// the signal's number.
 func TestOnInterruptRunsTeardown(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -63,6 +64,12 @@ func TestOnInterruptRunsTeardown(t *testing.T) {
 			if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
 				t.Fatalf("child did not get ready: %q, %v", buf, err)
 			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			// A second one, as an impatient user's, while the teardown's
+			// slow step runs: ignored.
+			time.Sleep(50 * time.Millisecond)
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}

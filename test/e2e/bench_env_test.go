@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -53,13 +55,32 @@ func roundCount() (int, error) {
 }
 
 // checkBenchCounts checks the benchmarks' counts in the environment,
-// DCTL_SCALE_N and DCTL_BENCH_ROUNDS (set but empty is an error, not the
-// default), before the suite builds dctl and starts its control plane, so
-// that a typo fails at once.
+// DCTL_SCALE_N (at least BenchmarkScale's minimum when the run selects it)
+// and DCTL_BENCH_ROUNDS (set but empty is an error, not the default),
+// before the suite builds dctl and starts its control plane, so that a
+// typo fails at once. The test flags must be parsed.
 func checkBenchCounts() error {
-	_, nerr := scaleCount(1, "objects")
+	lo, units := 1, "objects"
+	if benchSelected("BenchmarkScale") {
+		lo, units = scaleChanges, "pods"
+	}
+	_, nerr := scaleCount(lo, units)
 	_, rerr := roundCount()
 	return errors.Join(nerr, rerr)
+}
+
+// benchSelected reports whether go test's -bench pattern (the flag
+// test.bench, parsed) selects the top-level benchmark name; false when
+// no benchmark runs or the pattern does not compile (go test then says
+// why itself).
+func benchSelected(name string) bool {
+	f := flag.Lookup("test.bench")
+	if f == nil || f.Value.String() == "" {
+		return false
+	}
+	top, _, _ := strings.Cut(f.Value.String(), "/")
+	re, err := regexp.Compile(top)
+	return err == nil && re.MatchString(name)
 }
 
 // checkBenchDctlArgs checks DCTL_BENCH_DCTL_ARGS before the suite starts

@@ -377,11 +377,13 @@ func deleteScaleNamespace(tb testing.TB, cs kubernetes.Interface, ns string, n i
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	zero := int64(0)
+	deleted := newCounter(n, "pods deleted")
 	err := parallel(n, scaleWorkers, func(i int) error {
 		err := cs.CoreV1().Pods(ns).Delete(ctx, scalePodName(i), metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting pod %d: %w", i, err)
 		}
+		deleted.step()
 		return nil
 	})
 	if err != nil {
@@ -744,7 +746,6 @@ func measureScale(tb testing.TB, n int) *scaleResult {
 	start := time.Now()
 	tb.Cleanup(func() {
 		t0 := time.Now()
-		progress("deleting the %d pods", n)
 		deleteScaleNamespace(tb, cs, ns, n)
 		tb.Logf("deleting the %d pods took %s", n, time.Since(t0).Round(time.Millisecond))
 	})

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -52,6 +53,7 @@ func run(m *testing.M) int {
 		}
 	}
 	kubectlBin = filepath.Join(binDir, "kubectl")
+	flag.Parse() // for checkBenchCounts; m.Run would parse them
 	if err := checkBenchCounts(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 2
