@@ -15,10 +15,10 @@ import (
 
 // Run starts the control plane, stores its client configuration in *cfg,
 // runs the tests and stops the control plane, also when the test binary is
-// interrupted (OnInterrupt); it returns the exit code for os.Exit. name prefixes its error messages (a missing binary names the
-// make target that builds it). The repository root is found from the
-// working directory (a package directory) as the nearest directory with
-// a go.mod.
+// interrupted (OnInterrupt); it returns the exit code for os.Exit. name
+// prefixes its error messages (a missing binary names the make target that
+// builds it). The repository root is found from the working directory (a
+// package directory) as the nearest directory with a go.mod.
 func Run(m *testing.M, name string, cfg **rest.Config) int {
 	root, err := repoRoot()
 	if err != nil {

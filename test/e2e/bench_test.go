@@ -415,7 +415,7 @@ const benchDctlArgsEnv = "DCTL_BENCH_DCTL_ARGS"
 const benchRoundsEnv = "DCTL_BENCH_ROUNDS"
 
 // benchRounds returns the round count of benchRoundsEnv (checked before
-// the control plane starts: checkBenchEnv).
+// the control plane starts: checkBenchCounts).
 func benchRounds(b *testing.B) int {
 	n, err := roundCount()
 	if err != nil {
